@@ -1,0 +1,19 @@
+"""cbrtgrad: the element-wise cube root and its gradient.
+
+Correctly rounded float32, at most 0.5 + 2^-10 ulp float64, differentiable,
+on CPU (numba), GPU (CUDA) and dask.
+
+Examples
+--------
+>>> import numpy as np, cbrtgrad
+>>> y = cbrtgrad.cbrt(np.array([-8.0, 27.0]))
+>>> y, cbrtgrad.cbrt_grad(np.ones(2), y)
+(array([-2.,  3.]), array([0.08333333, 0.03703704]))
+"""
+
+from . import backends
+from .api import cbrt, cbrt_and_grad, cbrt_grad
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "backends", "cbrt", "cbrt_and_grad", "cbrt_grad"]

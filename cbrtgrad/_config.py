@@ -1,0 +1,67 @@
+"""Environment flags, read in this one module.
+
+=========================  ====================================================
+``CBRTGRAD_BACKEND``       backend name used when no ``backend=`` is given
+                           (default ``auto``: see :mod:`cbrtgrad.backends`)
+``CBRTGRAD_FASTMATH``      ``1`` compiles the CPU kernels with LLVM fast-math
+                           (experiments only: breaks correct rounding)
+``CBRTGRAD_ACCELERATE``    path of the library that provides ``vvcbrtf`` and
+                           ``vvcbrt`` (default: Apple's Accelerate framework)
+``CBRTGRAD_PARALLEL_MIN``  smallest array size that the automatic choice sends
+                           to the parallel backend (default 1_000_000)
+=========================  ====================================================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+ACCELERATE_DEFAULT = "/System/Library/Frameworks/Accelerate.framework/Accelerate"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The environment flags, parsed once."""
+
+    backend: str
+    fastmath: bool
+    accelerate_path: str
+    parallel_min_size: int
+
+
+def _parse_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"environment variable {name} must be >= 0, got {value}")
+    return value
+
+
+@lru_cache(maxsize=1)
+def settings() -> Settings:
+    """Read the environment once and return the parsed settings.
+
+    Returns
+    -------
+    Settings
+        The flags; call ``settings.cache_clear()`` after changing the
+        environment (tests do).
+
+    Examples
+    --------
+    >>> isinstance(settings().backend, str)
+    True
+    """
+    return Settings(
+        backend=os.environ.get("CBRTGRAD_BACKEND", "auto").strip().lower() or "auto",
+        fastmath=os.environ.get("CBRTGRAD_FASTMATH", "0").strip() not in ("", "0", "false", "no"),
+        accelerate_path=os.environ.get("CBRTGRAD_ACCELERATE", ACCELERATE_DEFAULT),
+        parallel_min_size=_parse_int("CBRTGRAD_PARALLEL_MIN", 1_000_000),
+    )

@@ -1,0 +1,134 @@
+"""Which dtype a kernel computes in: the one place the dtype rules live.
+
+* float32 and float64 are computed as they are.
+* float16 is computed in float32 and returned as float32: the ``cube_root``
+  op's force-fp32 AMP policy (half precision loses accuracy near zero and for
+  large magnitudes).
+* bool and integers are computed in float64, as ``np.cbrt`` does for
+  ``int32``/``int64`` (numpy would pick float16/float32 for the small ones;
+  cbrtgrad has no half-precision kernel and keeps every integer exact up to
+  2^53).
+* Everything else (complex, object, strings, datetimes, long double) is a
+  ``TypeError`` that names the dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+SUPPORTED = "float16, float32, float64, bool or an integer dtype"
+_KINDS_EXACT = {"f"}
+_KINDS_TO_F64 = {"b", "i", "u"}
+
+
+def _describe(dtype: np.dtype) -> str:
+    return f"{dtype} (kind {dtype.kind!r})"
+
+
+def compute_dtype(dtype: Any, argument: str = "x") -> np.dtype:
+    """Return the float dtype a kernel computes in for an input of ``dtype``.
+
+    Parameters
+    ----------
+    dtype : dtype-like
+        The input's dtype.
+    argument : str
+        The argument's name, for the error message.
+
+    Returns
+    -------
+    numpy.dtype
+        float32 or float64.
+
+    Raises
+    ------
+    TypeError
+        For complex, object, string, datetime and other non-real dtypes, and
+        for long double.
+
+    Examples
+    --------
+    >>> compute_dtype(np.float16), compute_dtype(np.int8), compute_dtype(np.float32)
+    (dtype('float32'), dtype('float64'), dtype('float32'))
+    >>> compute_dtype(np.complex128)
+    Traceback (most recent call last):
+    ...
+    TypeError: cbrtgrad: x has dtype complex128 (kind 'c'); expected float16, float32, float64, bool or an integer dtype
+    """
+    dt = np.dtype(dtype)
+    if dt.kind in _KINDS_TO_F64:
+        return np.dtype(np.float64)
+    if dt.kind in _KINDS_EXACT:
+        if dt.itemsize == 2:
+            return np.dtype(np.float32)
+        if dt.itemsize in (4, 8):
+            return np.dtype(dt.type)
+    raise TypeError(f"cbrtgrad: {argument} has dtype {_describe(dt)}; expected {SUPPORTED}")
+
+
+def requested_dtype(dtype: Any) -> np.dtype | None:
+    """Validate a ``dtype=`` keyword and apply the force-fp32 policy to it.
+
+    Parameters
+    ----------
+    dtype : dtype-like or None
+
+    Returns
+    -------
+    numpy.dtype or None
+        ``None`` when no dtype was requested; float16 becomes float32.
+
+    Raises
+    ------
+    TypeError
+        When the requested dtype is not float16, float32 or float64.
+
+    Examples
+    --------
+    >>> requested_dtype(None) is None, requested_dtype("float16")
+    (True, dtype('float32'))
+    """
+    if dtype is None:
+        return None
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"cbrtgrad: dtype must be a float dtype, got {dtype!r}") from None
+    if dt.kind != "f" or dt.itemsize not in (2, 4, 8):
+        raise TypeError(
+            f"cbrtgrad: dtype must be float16, float32 or float64, got {_describe(dt)}"
+        )
+    return np.dtype(np.float32) if dt.itemsize == 2 else dt
+
+
+def dtype_of(value: Any) -> np.dtype:
+    """Return the dtype numpy would give ``value`` (arrays, scalars, lists).
+
+    Examples
+    --------
+    >>> dtype_of(2), dtype_of([1.5]), dtype_of(np.float32(1))
+    (dtype('int64'), dtype('float64'), dtype('float32'))
+    """
+    dt = getattr(value, "dtype", None)
+    if isinstance(dt, np.dtype):
+        return dt
+    return np.asarray(value).dtype
+
+
+def result_dtype(*values: Any, argument: str = "g, y") -> np.dtype:
+    """Return the compute dtype for several inputs (numpy promotion first).
+
+    Examples
+    --------
+    >>> result_dtype(np.float32(1), np.float64(2))
+    dtype('float64')
+    """
+    dtypes = [dtype_of(v) for v in values]
+    for name, dt in zip(argument.split(", "), dtypes):
+        compute_dtype(dt, name)
+    # Python scalars stay "weak" (NEP 50), as in a numpy ufunc call: a float
+    # gradient of 1.0 does not turn a float32 computation into float64.
+    weak = [v if type(v) in (bool, int, float) else dt for v, dt in zip(values, dtypes)]
+    return compute_dtype(np.result_type(*weak), argument)

@@ -1,0 +1,201 @@
+"""The public element-wise functions: ``cbrt``, ``cbrt_grad``, ``cbrt_and_grad``.
+
+Each call (1) hands over to an argument that overrides cbrtgrad functions
+(``__cbrtgrad_function__``, as graph-engine tensors do), (2) applies the dtype
+rules of :mod:`cbrtgrad._dtypes`, (3) picks a backend from the registry and
+(4) runs its kernel with numpy ufunc semantics (broadcasting, ``out=``,
+``where=``, 0-d and empty arrays, any strides, Python scalars and lists).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _dtypes
+from .backends import _registry
+
+_NO_OVERRIDE = object()
+
+
+def _override(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    # NEP-18 style: the first argument whose type defines the hook decides.
+    for arg in args:
+        hook = getattr(type(arg), "__cbrtgrad_function__", None)
+        if hook is not None:
+            result = hook(arg, func, args, kwargs)
+            if result is not NotImplemented:
+                return result
+    return _NO_OVERRIDE
+
+
+def _check_where(where: Any) -> None:
+    if where is True:
+        return
+    dt = _dtypes.dtype_of(where)
+    if dt.kind != "b":
+        raise TypeError(f"cbrtgrad: where must be a bool array or True, got dtype {dt}")
+
+
+def _as_compute(value: Any, dtype: np.dtype) -> Any:
+    # Cast host inputs to the compute dtype only when they differ (float16,
+    # integers, mixed precision); device and lazy arrays cast themselves.
+    current = _dtypes.dtype_of(value)
+    if current == dtype:
+        return value
+    if isinstance(value, (np.ndarray, np.generic, list, tuple, int, float, bool)):
+        return np.asarray(value, dtype=dtype)
+    return value.astype(dtype)
+
+
+def cbrt(
+    x: Any, /, out: Any = None, *, where: Any = True, dtype: Any = None, backend: Any = None
+) -> Any:
+    """Element-wise real cube root, ``y = sgn(x) |x|^(1/3)``.
+
+    Correctly rounded for every float32 input; at most 0.5 + 2^-10 ulp in
+    float64. ±0 keeps its sign; ±inf and nan are returned unchanged.
+
+    Parameters
+    ----------
+    x : array_like
+        Input. float16 is computed in float32 and returned as float32 (the op's
+        force-fp32 policy); bool and integers give float64.
+    out : ndarray, optional
+        Where to write the result (``out=x`` works), as for a numpy ufunc.
+    where : array_like of bool, optional
+        Where to compute; elsewhere ``out`` keeps its value.
+    dtype : dtype, optional
+        float32 or float64 to compute in (float16 means float32).
+    backend : str, optional
+        A name from :func:`cbrtgrad.backends.known`; default: the automatic
+        choice (see :mod:`cbrtgrad.backends`).
+
+    Returns
+    -------
+    ndarray or scalar
+        As a numpy ufunc returns it.
+
+    Raises
+    ------
+    TypeError
+        For complex, object, string and other non-real dtypes (the message
+        names the dtype), and for a non-float ``dtype=``.
+
+    See Also
+    --------
+    numpy.cbrt, scipy.special.cbrt
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad
+    >>> cbrtgrad.cbrt(np.array([-27.0, -0.0, 8.0, np.inf]))
+    array([-3., -0.,  2., inf])
+    >>> cbrtgrad.cbrt(np.float16(8)).dtype
+    dtype('float32')
+    >>> cbrtgrad.cbrt(np.array([1, 8, 64]))
+    array([1., 2., 4.])
+    """
+    if out is None and where is True and dtype is None and backend is None:
+        overridden = _override(cbrt, (x,), {})
+    else:
+        overridden = _override(
+            cbrt, (x,), {"out": out, "where": where, "dtype": dtype, "backend": backend}
+        )
+    if overridden is not _NO_OVERRIDE:
+        return overridden
+    compute = _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
+    requested = _dtypes.requested_dtype(dtype)
+    _check_where(where)
+    if requested is None and compute != _dtypes.dtype_of(x):
+        requested = compute
+    chosen = _registry.resolve(backend, x)
+    return chosen.cube_root(x, out=out, where=where, dtype=requested)
+
+
+def cbrt_grad(
+    g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend: Any = None
+) -> Any:
+    """Gradient of the cube root from its saved output: ``dL/dx = g / (3 y^2)``.
+
+    Within 2 ulp (float32) and 3 ulp (float64) of the exact derivative
+    ``g / (3 x^(2/3))`` when ``y = cbrt(x)``.
+
+    Parameters
+    ----------
+    g : array_like
+        Upstream gradient ``dL/dy``.
+    y : array_like
+        The saved forward output ``cbrt(x)`` (not the input ``x``).
+    out, where, backend
+        As for :func:`cbrt`.
+
+    Returns
+    -------
+    ndarray or scalar
+
+    Notes
+    -----
+    At ``y = 0`` the derivative is singular and the result follows IEEE
+    division: ``+inf`` or ``-inf`` with the sign of ``g`` and ``nan`` when
+    ``g = 0``, with numpy's usual "divide by zero" / "invalid value"
+    ``RuntimeWarning`` (or ``FloatingPointError`` under ``np.errstate``), as
+    JAX's ``grad(jnp.cbrt)(0.0) = inf``.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad
+    >>> cbrtgrad.cbrt_grad(np.array([1.0, 6.0]), np.array([1.0, -2.0]))
+    array([0.33333333, 0.5       ])
+    """
+    overridden = _override(
+        cbrt_grad, (g, y), {"out": out, "where": where, "backend": backend}
+    )
+    if overridden is not _NO_OVERRIDE:
+        return overridden
+    compute = _dtypes.result_dtype(g, y, argument="g, y")
+    _check_where(where)
+    chosen = _registry.resolve(backend, y)
+    return chosen.cube_root_grad(
+        _as_compute(g, compute), _as_compute(y, compute), out=out, where=where
+    )
+
+
+def cbrt_and_grad(
+    x: Any, g: Any, /, out: Any = None, *, backend: Any = None
+) -> tuple[Any, Any]:
+    """Forward and backward in one pass over memory: ``(cbrt(x), g / (3 y^2))``.
+
+    Gives the same bits as ``y = cbrt(x); cbrt_grad(g, y)``.
+
+    Parameters
+    ----------
+    x : array_like
+        Input of the cube root.
+    g : array_like
+        Upstream gradient, broadcast against ``x``.
+    out : tuple of two ndarrays, optional
+        ``(y, dx)`` to write into; they must have the broadcast shape and the
+        compute dtype.
+    backend : str, optional
+        As for :func:`cbrt`.
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        ``y`` and ``dL/dx``.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad
+    >>> y, dx = cbrtgrad.cbrt_and_grad(np.array([8.0, -1.0]), np.array([12.0, 3.0]))
+    >>> y, dx
+    (array([ 2., -1.]), array([1., 1.]))
+    """
+    overridden = _override(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
+    if overridden is not _NO_OVERRIDE:
+        return overridden  # type: ignore[no-any-return]
+    compute = _dtypes.result_dtype(x, g, argument="x, g")
+    chosen = _registry.resolve(backend, x)
+    return chosen.cube_root_and_grad(_as_compute(x, compute), _as_compute(g, compute), out=out)

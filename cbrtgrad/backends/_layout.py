@@ -1,0 +1,46 @@
+"""Array plumbing shared by the host backends' fused kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _check_out(name: str, arr: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"cbrtgrad: out[{name}] must be a numpy.ndarray, got {type(arr).__name__}")
+    if arr.shape != shape:
+        raise ValueError(f"cbrtgrad: out[{name}] has shape {arr.shape}; expected {shape}")
+    if arr.dtype != dtype:
+        raise TypeError(f"cbrtgrad: out[{name}] has dtype {arr.dtype}; expected {dtype}")
+    if not arr.flags.writeable:
+        raise ValueError(f"cbrtgrad: out[{name}] is read-only")
+    return arr
+
+
+def fused_outputs(
+    x: Any, g: Any, out: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...] | None]:
+    """Broadcast ``x`` and ``g``, validate or allocate ``out = (y, dx)``.
+
+    Returns ``x, g, y, dx`` (broadcast, one float dtype) and, when all four can
+    be viewed as 1-D contiguous arrays without a copy, those flat views
+    (else ``None``).
+    """
+    x, g = np.broadcast_arrays(np.asarray(x), np.asarray(g))
+    dtype = np.result_type(x.dtype, g.dtype)
+    x = x.astype(dtype, copy=False)
+    g = g.astype(dtype, copy=False)
+    if out is None:
+        y = np.empty(x.shape, dtype)
+        dx = np.empty(x.shape, dtype)
+    else:
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise TypeError("cbrtgrad: out must be a tuple (y, dx) of two arrays")
+        y = _check_out("y", out[0], x.shape, dtype)
+        dx = _check_out("dx", out[1], x.shape, dtype)
+    arrays = (x, g, y, dx)
+    if all(a.flags.c_contiguous for a in arrays):
+        return x, g, y, dx, tuple(a.reshape(-1) for a in arrays)
+    return x, g, y, dx, None

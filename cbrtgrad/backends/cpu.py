@@ -1,0 +1,38 @@
+"""The ``cpu`` backend: cbrtgrad's own single-thread numba ufuncs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..kernels import cpu as cpu_kernels
+from ._layout import fused_outputs
+from ._protocol import Availability
+
+
+class CpuBackend:
+    """Single-thread numba ``@vectorize`` ufuncs (correctly rounded float32)."""
+
+    name = "cpu"
+
+    def availability(self) -> Availability:
+        return Availability(True, "numba CPU target")
+
+    def accepts(self, x: Any) -> bool:
+        return not hasattr(x, "__cuda_array_interface__")
+
+    def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
+        return cpu_kernels.ufuncs().cube_root(x, out=out, where=where, dtype=dtype)
+
+    def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
+        return cpu_kernels.ufuncs().cube_root_grad(g, y, out=out, where=where)
+
+    def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
+        ufuncs = cpu_kernels.ufuncs()
+        x, g, y, dx, flat = fused_outputs(x, g, out)
+        if flat is None:
+            # Layouts that cannot be flattened without a copy: two ufunc passes.
+            ufuncs.cube_root(x, out=y)
+            ufuncs.cube_root_grad(g, y, out=dx)
+        else:
+            cpu_kernels.fused_blocks(ufuncs, *flat)
+        return y, dx

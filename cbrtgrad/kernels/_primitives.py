@@ -1,0 +1,61 @@
+"""Bit-level primitives the scalar formulas need, as numba CPU intrinsics.
+
+The formulas in :mod:`cbrtgrad.kernels.formulas` are written against a small
+namespace of primitives (an exact fused multiply-add and four bit casts) so
+that one source serves every target: this module supplies them for numba's CPU
+target, :mod:`cbrtgrad.kernels.cuda_primitives` for CUDA and the simulator.
+
+NOTE: ``fma`` must be the exact IEEE operation, not a contraction LLVM may or
+may not perform: the error-free transformations in the formulas depend on it.
+``llvm.fma.f64`` is exact by definition and LLVM vectorises it to ``vfmadd``.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+_F64 = ir.DoubleType()
+
+
+@intrinsic
+def fma(typingctx, a, b, c):  # type: ignore[no-untyped-def]
+    """Exact fused multiply-add ``a * b + c`` with one rounding (float64)."""
+    sig = types.float64(types.float64, types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        fnty = ir.FunctionType(_F64, [_F64, _F64, _F64])
+        fn = builder.module.declare_intrinsic("llvm.fma", [_F64], fnty)
+        return builder.call(fn, args)
+
+    return sig, codegen
+
+
+def _bitcast(src, dst, llvm_type):  # type: ignore[no-untyped-def]
+    """Make an intrinsic reinterpreting the bits of ``src`` as ``dst``."""
+
+    @intrinsic
+    def cast(typingctx, value):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            return builder.bitcast(args[0], llvm_type)
+
+        return dst(src), codegen
+
+    return cast
+
+
+f64_as_i64 = _bitcast(types.float64, types.int64, ir.IntType(64))
+i64_as_f64 = _bitcast(types.int64, types.float64, _F64)
+f32_as_i32 = _bitcast(types.float32, types.int32, ir.IntType(32))
+i32_as_f32 = _bitcast(types.int32, types.float32, ir.FloatType())
+
+CPU_PRIMITIVES = SimpleNamespace(
+    fma=fma,
+    f64_as_i64=f64_as_i64,
+    i64_as_f64=i64_as_f64,
+    f32_as_i32=f32_as_i32,
+    i32_as_f32=i32_as_f32,
+)

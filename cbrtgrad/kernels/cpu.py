@@ -1,0 +1,261 @@
+"""numba CPU kernels: the ufuncs (single-thread and parallel) and the fused loop.
+
+Everything here is built from :mod:`cbrtgrad.kernels.formulas`; this module only
+chooses, per numba type, which scalar formula a loop calls, and compiles the
+loops lazily (on first use, once per process, under a lock).
+
+The ufuncs have exactly two loops each, ``float32`` and ``float64``, so numpy's
+own loop selection gives the force-fp32 policy for free: a float16 input is
+cast to float32 (the first loop it can be cast to safely) and the result is
+float32. Integer and bool inputs are sent to the float64 loop by
+:mod:`cbrtgrad._dtypes` before the call, as ``np.cbrt`` would (numpy itself
+would pick float32 for int8 and int16).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numba
+import numpy as np
+from numba import types
+from numba.extending import overload
+
+from .. import _compile
+from ._primitives import CPU_PRIMITIVES
+from .formulas import make_formulas
+
+FORMULAS = make_formulas(CPU_PRIMITIVES, numba.njit(**_compile.SCALAR_OPTIONS))
+
+_cube_root_f32 = FORMULAS.cube_root_f32
+_cube_root_f64 = FORMULAS.cube_root_f64
+_cube_root_grad_f32 = FORMULAS.cube_root_grad_f32
+_cube_root_grad_f64 = FORMULAS.cube_root_grad_f64
+
+FLOAT_SIGNATURES_1 = ["float32(float32)", "float64(float64)"]
+FLOAT_SIGNATURES_2 = ["float32(float32, float32)", "float64(float64, float64)"]
+FUSED_SIGNATURES = [
+    "void(float32[::1], float32[::1], float32[::1], float32[::1])",
+    "void(float64[::1], float64[::1], float64[::1], float64[::1])",
+]
+LOOP_SIGNATURES_1 = ["void(float32[::1], float32[::1])", "void(float64[::1], float64[::1])"]
+LOOP_SIGNATURES_2 = [
+    "void(float32[::1], float32[::1], float32[::1])",
+    "void(float64[::1], float64[::1], float64[::1])",
+]
+
+
+def cube_root(x: Any) -> Any:
+    """Scalar cube root for numba code, by the argument's type (see overload)."""
+    raise NotImplementedError("cube_root is only callable from numba-compiled code")
+
+
+def cube_root_grad(g: Any, y: Any) -> Any:
+    """Scalar ``g / (3 y^2)`` for numba code, by the arguments' type."""
+    raise NotImplementedError("cube_root_grad is only callable from numba-compiled code")
+
+
+def _is_f32(t: Any) -> bool:
+    return isinstance(t, types.Float) and t.bitwidth == 32
+
+
+@overload(cube_root, inline="always")
+def _overload_cube_root(x):  # type: ignore[no-untyped-def]
+    if _is_f32(x):
+        return lambda x: _cube_root_f32(x)
+    if isinstance(x, types.Float):
+        return lambda x: _cube_root_f64(x)
+    return None
+
+
+@overload(cube_root_grad, inline="always")
+def _overload_cube_root_grad(g, y):  # type: ignore[no-untyped-def]
+    if _is_f32(g) and _is_f32(y):
+        return lambda g, y: _cube_root_grad_f32(g, y)
+    if isinstance(g, types.Float) and isinstance(y, types.Float):
+        return lambda g, y: _cube_root_grad_f64(g, y)
+    return None
+
+
+def _cube_root_element(x):  # type: ignore[no-untyped-def]
+    return cube_root(x)
+
+
+def _cube_root_grad_element(g, y):  # type: ignore[no-untyped-def]
+    return cube_root_grad(g, y)
+
+
+# Blocks of the fused loops: small enough that the block of y just written is
+# still in cache when the gradient reads it back, so memory is crossed once.
+FUSED_BLOCK = 2048
+SERIAL_BLOCK = 1 << 16
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _forward_block(x, y):  # type: ignore[no-untyped-def]
+    for i in range(x.shape[0]):
+        y[i] = cube_root(x[i])
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _backward_block(g, y, dx):  # type: ignore[no-untyped-def]
+    for i in range(g.shape[0]):
+        dx[i] = cube_root_grad(g[i], y[i])
+
+
+def fused_blocks(ufuncs: "CpuUfuncs", x: np.ndarray, g: np.ndarray, y: np.ndarray, dx: np.ndarray) -> None:
+    """Run forward then backward over L2-sized blocks of 1-D arrays.
+
+    NOTE: a numba loop writing both y and dx is not vectorised by LLVM (numba
+    gives it no noalias information) and measured 5x slower; the two
+    vectorised ufuncs over blocks of ``SERIAL_BLOCK`` elements are, and the
+    block of y just written is still in cache when the gradient reads it, so
+    x and g cross memory once. The Python loop costs about 1 us per block.
+    """
+    n = x.shape[0]
+    for start in range(0, n, SERIAL_BLOCK):
+        stop = start + SERIAL_BLOCK
+        yb = y[start:stop]
+        ufuncs.cube_root(x[start:stop], out=yb)
+        ufuncs.cube_root_grad(g[start:stop], yb, out=dx[start:stop])
+
+
+def _fused_loop_parallel(x, g, y, dx):  # type: ignore[no-untyped-def]
+    n = x.shape[0]
+    for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
+        start = block * FUSED_BLOCK
+        stop = min(start + FUSED_BLOCK, n)
+        _forward_block(x[start:stop], y[start:stop])
+        _backward_block(g[start:stop], y[start:stop], dx[start:stop])
+
+
+def _forward_loop_parallel(x, y):  # type: ignore[no-untyped-def]
+    n = x.shape[0]
+    for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
+        start = block * FUSED_BLOCK
+        stop = min(start + FUSED_BLOCK, n)
+        _forward_block(x[start:stop], y[start:stop])
+
+
+def _backward_loop_parallel(g, y, dx):  # type: ignore[no-untyped-def]
+    n = g.shape[0]
+    for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
+        start = block * FUSED_BLOCK
+        stop = min(start + FUSED_BLOCK, n)
+        _backward_block(g[start:stop], y[start:stop], dx[start:stop])
+
+
+@dataclass(frozen=True)
+class CpuUfuncs:
+    """The single-thread numpy ufuncs (:func:`fused_blocks` combines them).
+
+    Attributes
+    ----------
+    cube_root : numpy.ufunc
+        ``y = cbrt(x)``, loops ``f->f`` and ``d->d``.
+    cube_root_grad : numpy.ufunc
+        ``dx = g / (3 y^2)``, loops ``ff->f`` and ``dd->d``.
+    """
+
+    cube_root: np.ufunc
+    cube_root_grad: np.ufunc
+
+
+@dataclass(frozen=True)
+class ParallelLoops:
+    """Multi-threaded (``prange``) loops over 1-D C-contiguous arrays.
+
+    NOTE: numba's parallel ``vectorize`` target measured 4x slower than the
+    single-thread ufunc here (its inner loop is not vectorised), so the
+    parallel kernels are ``prange`` loops over L1-sized blocks of the same
+    vectorised block loops instead; array layout is handled by the caller.
+
+    Attributes
+    ----------
+    cube_root : callable
+        ``f(x, y)``.
+    cube_root_grad : callable
+        ``f(g, y, dx)``.
+    cube_root_and_grad : callable
+        ``f(x, g, y, dx)``.
+    """
+
+    cube_root: Callable[..., None]
+    cube_root_grad: Callable[..., None]
+    cube_root_and_grad: Callable[..., None]
+
+
+_lock = threading.Lock()
+_built: dict[str, Any] = {}
+
+
+def _as_ufunc(compiled: Any) -> np.ufunc:
+    # ``vectorize`` returns a DUFunc whose loops are frozen (signatures were
+    # given); calling its numpy ufunc directly skips a Python-level __call__
+    # and keeps the per-call overhead near numpy's own.
+    ufunc = getattr(compiled, "ufunc", compiled)
+    assert isinstance(ufunc, np.ufunc)
+    return ufunc
+
+
+def _build_ufuncs() -> CpuUfuncs:
+    options = _compile.cpu_options()
+    fwd = numba.vectorize(FLOAT_SIGNATURES_1, **options)(_cube_root_element)
+    bwd = numba.vectorize(FLOAT_SIGNATURES_2, **options)(_cube_root_grad_element)
+    return CpuUfuncs(_as_ufunc(fwd), _as_ufunc(bwd))
+
+
+def _build_parallel() -> ParallelLoops:
+    options = _compile.cpu_options()
+    return ParallelLoops(
+        numba.njit(LOOP_SIGNATURES_1, parallel=True, **options)(_forward_loop_parallel),
+        numba.njit(LOOP_SIGNATURES_2, parallel=True, **options)(_backward_loop_parallel),
+        numba.njit(FUSED_SIGNATURES, parallel=True, **options)(_fused_loop_parallel),
+    )
+
+
+def _cached(key: str, build: Callable[[], Any]) -> Any:
+    found = _built.get(key)
+    if found is not None:
+        return found
+    with _lock:
+        if key not in _built:
+            _built[key] = build()
+        return _built[key]
+
+
+def ufuncs() -> CpuUfuncs:
+    """Return the single-thread CPU kernels, compiling them on first use.
+
+    Returns
+    -------
+    CpuUfuncs
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ufuncs().cube_root(np.array([-8.0, 27.0]))
+    array([-2.,  3.])
+    """
+    result: CpuUfuncs = _cached("ufuncs", _build_ufuncs)
+    return result
+
+
+def parallel_loops() -> ParallelLoops:
+    """Return the multi-threaded loops, compiling them on first use.
+
+    Returns
+    -------
+    ParallelLoops
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([-8.0, 27.0]); y = np.empty_like(x)
+    >>> parallel_loops().cube_root(x, y); y
+    array([-2.,  3.])
+    """
+    result: ParallelLoops = _cached("parallel", _build_parallel)
+    return result

@@ -1,0 +1,188 @@
+"""The scalar cube-root formulas, written once and compiled for every target.
+
+:func:`make_formulas` takes a namespace of primitives (an exact ``fma`` and
+four bit casts) and a ``jit`` decorator, and returns the compiled scalar
+functions. The numba CPU ufuncs, the parallel ufuncs and the CUDA device
+functions are all built from this one source, so every backend that uses it
+gives the same bits.
+
+The algorithm is branch-free so that LLVM vectorises the ufunc loop: every
+``a if cond else b`` below becomes a vector select, and special values are
+classified on the integer bit pattern (integer compares raise no floating-point
+flags, so numpy never sees a spurious ``invalid`` or ``overflow``).
+
+float64, with error at most 0.5 + 2^-10 ulp:
+
+1. ``r ~ |x|^(-1/3)`` from an exponent bit trick (``K - bits/3``, about 3.5 %
+   relative error), then three division-free Newton steps
+   ``r <- r * (4/3 - (x/3) r^3)``; each squares the error: 2^-31 after three.
+2. ``y0 = x r^2`` and the residual ``x - y0^3`` computed almost exactly with
+   error-free products (``fma``), then one Newton correction
+   ``y = y0 + (x - y0^3) r^2 / 3``. The correction is of the order of an ulp and
+   is computed to about 2^-30 relative, so ``y`` is the correctly rounded value
+   of ``cbrt(x)`` plus at most 2^-30 ulp before its one final rounding.
+
+float32, correctly rounded for every input:
+
+1. The same steps in float64 arithmetic up to ``y0`` (relative error 2^-31,
+   far below a float32 half-ulp, 2^-25), then ``y32 = float32(y0)``.
+2. ``y32`` is either the correct result or one ulp away from it, towards
+   ``y0``. Which one is decided exactly: the midpoint ``m`` between ``y32`` and
+   that neighbour has 25 significant bits, so ``m*m`` is exact in float64 and
+   ``m^3 = hi + lo`` exactly with one ``fma``; the sign of ``x - m^3`` (exact by
+   Sterbenz' lemma, since ``m^3`` is within a factor 2 of ``x``) says on which
+   side of ``m`` the true cube root lies. No float32 cube root is a midpoint
+   (``m^3`` needs 73 or more bits), so there are no ties.
+
+The gradient ``g / (3 y^2)`` is computed from the saved output ``y``; float32 is
+computed in float64 and rounded once.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import numpy as np
+
+# float64 bit patterns
+_SIGN64 = np.int64(-0x8000000000000000)
+_INF64 = np.int64(0x7FF0000000000000)
+_ONE64 = np.int64(0x3FF0000000000000)
+# |x| < 2^-800 or >= 2^800 is rescaled by 2^(-+300) so that neither x r^3 nor
+# the residual terms (about 2^-106 |x|) leave the normal range.
+_TINY64 = np.int64(0x0DF0000000000000)
+_HUGE64 = np.int64(0x71F0000000000000)
+_UP_SCALE = 2.0**300
+_UP_UNSCALE = 2.0**-100
+_DOWN_SCALE = 2.0**-300
+_DOWN_UNSCALE = 2.0**100
+# Magic constant of the inverse cube root bit trick for float64 (Moroz et al.):
+# bits(r0) = K - bits(x) / 3 gives |r0 * x^(1/3) - 1| < 0.035.
+_INV_CBRT_MAGIC64 = np.int64(0x553EF0FF289DD796)
+
+# float32 bit patterns
+_SIGN32 = np.int32(-0x80000000)
+_INF32 = np.int32(0x7F800000)
+_ONE32 = np.int32(0x3F800000)
+
+_THIRD = 1.0 / 3.0
+_FOUR_THIRDS = 4.0 / 3.0
+
+
+def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> SimpleNamespace:
+    """Compile the scalar formulas against one target's primitives.
+
+    Parameters
+    ----------
+    prims : namespace
+        ``fma``, ``f64_as_i64``, ``i64_as_f64``, ``f32_as_i32`` and
+        ``i32_as_f32`` for the target.
+    jit : callable
+        The decorator that compiles a scalar (device) function for the target,
+        e.g. ``numba.njit(inline="always")`` or ``numba.cuda.jit(device=True)``.
+
+    Returns
+    -------
+    types.SimpleNamespace
+        ``cube_root_f64``, ``cube_root_f32``, ``cube_root_grad_f64`` and
+        ``cube_root_grad_f32``, each a compiled scalar function.
+
+    Examples
+    --------
+    >>> import numba
+    >>> from cbrtgrad.kernels._primitives import CPU_PRIMITIVES
+    >>> f = make_formulas(CPU_PRIMITIVES, numba.njit)
+    >>> float(f.cube_root_f64(-27.0))
+    -3.0
+    """
+    fma = prims.fma
+    f64_as_i64 = prims.f64_as_i64
+    i64_as_f64 = prims.i64_as_f64
+    f32_as_i32 = prims.f32_as_i32
+    i32_as_f32 = prims.i32_as_f32
+
+    @jit
+    def inverse_cbrt_f64(ax):  # type: ignore[no-untyped-def]
+        # |ax^(1/3) r - 1| <= 2^-31 for normal, positive, finite ax (in range
+        # where ax r^3 stays normal).
+        guess = _INV_CBRT_MAGIC64 - np.int64(np.float64(f64_as_i64(ax)) * _THIRD)
+        r = i64_as_f64(guess)
+        ax3 = ax * _THIRD
+        r = r * fma(-ax3, r * r * r, _FOUR_THIRDS)
+        r = r * fma(-ax3, r * r * r, _FOUR_THIRDS)
+        r = r * fma(-ax3, r * r * r, _FOUR_THIRDS)
+        return r
+
+    @jit
+    def cube_root_f64(x):  # type: ignore[no-untyped-def]
+        ix = f64_as_i64(x)
+        sign = ix & _SIGN64
+        iax = ix ^ sign
+        # NOTE: ±0, ±inf and nan are returned as they came (sign and payload
+        # kept); the arithmetic below runs on 1.0 for them so that it raises
+        # no floating-point flag.
+        special = (iax == 0) | (iax >= _INF64)
+        tiny = iax < _TINY64
+        huge = iax >= _HUGE64
+        scale = _UP_SCALE if tiny else (_DOWN_SCALE if huge else 1.0)
+        unscale = _UP_UNSCALE if tiny else (_DOWN_UNSCALE if huge else 1.0)
+        ax = i64_as_f64(_ONE64 if special else iax) * scale
+        r = inverse_cbrt_f64(ax)
+        r2 = r * r
+        y = ax * r2
+        # y^3 = c + d + y*b exactly (a + b = y*y, c + d = y*a), so the residual
+        # ax - y^3 is exact up to the rounding of two tiny terms.
+        a = y * y
+        b = fma(y, y, -a)
+        c = y * a
+        d = fma(y, a, -c)
+        residual = (ax - c) - fma(y, b, d)
+        y = fma(residual, r2 * _THIRD, y) * unscale
+        iy = iax if special else f64_as_i64(y)
+        return i64_as_f64(iy | sign)
+
+    @jit
+    def cube_root_f32(x):  # type: ignore[no-untyped-def]
+        ix = np.int32(f32_as_i32(x))
+        sign = np.int32(ix & _SIGN32)
+        iax = np.int32(ix ^ sign)
+        special = (iax == 0) | (iax >= _INF32)
+        # Every float32, subnormals included, is a normal float64, and x r^3 and
+        # the residual stay normal: no rescaling needed.
+        ax = np.float64(i32_as_f32(_ONE32 if special else iax))
+        r = inverse_cbrt_f64(ax)
+        y0 = ax * (r * r)
+        y32 = np.float32(y0)
+        iy = np.int32(f32_as_i32(y32))
+        y32d = np.float64(y32)
+        up = y0 > y32d
+        neighbour = np.int32(iy + np.int32(1) if up else iy - np.int32(1))
+        # Midpoint between y32 and the neighbour on y0's side: exact in float64.
+        m = (y32d + np.float64(i32_as_f32(neighbour))) * 0.5
+        m2 = m * m
+        hi = m2 * m
+        lo = fma(m2, m, -hi)
+        above = ((ax - hi) - lo) > 0.0
+        iy = neighbour if above == up else iy
+        iy = iax if special else iy
+        return i32_as_f32(np.int32(iy | sign))
+
+    @jit
+    def cube_root_grad_f64(g, y):  # type: ignore[no-untyped-def]
+        # NOTE: at y = 0 this is IEEE division: ±inf (sign of g) and nan for
+        # g = 0, with numpy's divide/invalid warnings, as JAX gives.
+        return g / (3.0 * (y * y))
+
+    @jit
+    def cube_root_grad_f32(g, y):  # type: ignore[no-untyped-def]
+        yd = np.float64(y)
+        return np.float32(np.float64(g) / (3.0 * (yd * yd)))
+
+    return SimpleNamespace(
+        inverse_cbrt_f64=inverse_cbrt_f64,
+        cube_root_f64=cube_root_f64,
+        cube_root_f32=cube_root_f32,
+        cube_root_grad_f64=cube_root_grad_f64,
+        cube_root_grad_f32=cube_root_grad_f32,
+    )
