@@ -55,7 +55,7 @@ def compute_dtype(dtype: Any, argument: str = "x") -> np.dtype:
     >>> compute_dtype(np.complex128)
     Traceback (most recent call last):
     ...
-    TypeError: cbrtgrad: x has dtype complex128 (kind 'c'); expected float16, float32, float64, bool or an integer dtype
+    TypeError: cbrtgrad: x has dtype complex128 (kind 'c'); expected float16, ...
     """
     dt = np.dtype(dtype)
     if dt.kind in _KINDS_TO_F64:
@@ -97,9 +97,7 @@ def requested_dtype(dtype: Any) -> np.dtype | None:
     except TypeError:
         raise TypeError(f"cbrtgrad: dtype must be a float dtype, got {dtype!r}") from None
     if dt.kind != "f" or dt.itemsize not in (2, 4, 8):
-        raise TypeError(
-            f"cbrtgrad: dtype must be float16, float32 or float64, got {_describe(dt)}"
-        )
+        raise TypeError(f"cbrtgrad: dtype must be float16, float32 or float64, got {_describe(dt)}")
     return np.dtype(np.float32) if dt.itemsize == 2 else dt
 
 
@@ -126,9 +124,11 @@ def result_dtype(*values: Any, argument: str = "g, y") -> np.dtype:
     dtype('float64')
     """
     dtypes = [dtype_of(v) for v in values]
-    for name, dt in zip(argument.split(", "), dtypes):
+    for name, dt in zip(argument.split(", "), dtypes, strict=False):
         compute_dtype(dt, name)
     # Python scalars stay "weak" (NEP 50), as in a numpy ufunc call: a float
     # gradient of 1.0 does not turn a float32 computation into float64.
-    weak = [v if type(v) in (bool, int, float) else dt for v, dt in zip(values, dtypes)]
+    weak = [
+        v if type(v) in (bool, int, float) else dt for v, dt in zip(values, dtypes, strict=False)
+    ]
     return compute_dtype(np.result_type(*weak), argument)

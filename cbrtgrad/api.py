@@ -114,9 +114,7 @@ def cbrt(
     return chosen.cube_root(x, out=out, where=where, dtype=requested)
 
 
-def cbrt_grad(
-    g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend: Any = None
-) -> Any:
+def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend: Any = None) -> Any:
     """Gradient of the cube root from its saved output: ``dL/dx = g / (3 y^2)``.
 
     Within 2 ulp (float32) and 3 ulp (float64) of the exact derivative
@@ -149,9 +147,7 @@ def cbrt_grad(
     >>> cbrtgrad.cbrt_grad(np.array([1.0, 6.0]), np.array([1.0, -2.0]))
     array([0.33333333, 0.5       ])
     """
-    overridden = _override(
-        cbrt_grad, (g, y), {"out": out, "where": where, "backend": backend}
-    )
+    overridden = _override(cbrt_grad, (g, y), {"out": out, "where": where, "backend": backend})
     if overridden is not _NO_OVERRIDE:
         return overridden
     compute = _dtypes.result_dtype(g, y, argument="g, y")
@@ -162,9 +158,7 @@ def cbrt_grad(
     )
 
 
-def cbrt_and_grad(
-    x: Any, g: Any, /, out: Any = None, *, backend: Any = None
-) -> tuple[Any, Any]:
+def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) -> tuple[Any, Any]:
     """Forward and backward in one pass over memory: ``(cbrt(x), g / (3 y^2))``.
 
     Gives the same bits as ``y = cbrt(x); cbrt_grad(g, y)``.

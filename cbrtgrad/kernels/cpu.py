@@ -15,8 +15,9 @@ would pick float32 for int8 and int16).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numba
 import numpy as np
@@ -105,7 +106,9 @@ def _backward_block(g, y, dx):  # type: ignore[no-untyped-def]
         dx[i] = cube_root_grad(g[i], y[i])
 
 
-def fused_blocks(ufuncs: "CpuUfuncs", x: np.ndarray, g: np.ndarray, y: np.ndarray, dx: np.ndarray) -> None:
+def fused_blocks(
+    ufuncs: CpuUfuncs, x: np.ndarray, g: np.ndarray, y: np.ndarray, dx: np.ndarray
+) -> None:
     """Run forward then backward over L2-sized blocks of 1-D arrays.
 
     NOTE: a numba loop writing both y and dx is not vectorised by LLVM (numba
