@@ -80,11 +80,11 @@ def _overload_cube_root_grad(g, y):  # type: ignore[no-untyped-def]
     return None
 
 
-def _cube_root_element(x):  # type: ignore[no-untyped-def]
+def cube_root_kernel(x):  # type: ignore[no-untyped-def]
     return cube_root(x)
 
 
-def _cube_root_grad_element(g, y):  # type: ignore[no-untyped-def]
+def cube_root_grad_kernel(g, y):  # type: ignore[no-untyped-def]
     return cube_root_grad(g, y)
 
 
@@ -205,8 +205,8 @@ def _as_ufunc(compiled: Any) -> np.ufunc:
 
 def _build_ufuncs() -> CpuUfuncs:
     options = _compile.cpu_options()
-    fwd = numba.vectorize(FLOAT_SIGNATURES_1, **options)(_cube_root_element)
-    bwd = numba.vectorize(FLOAT_SIGNATURES_2, **options)(_cube_root_grad_element)
+    fwd = numba.vectorize(FLOAT_SIGNATURES_1, **options)(cube_root_kernel)
+    bwd = numba.vectorize(FLOAT_SIGNATURES_2, **options)(cube_root_grad_kernel)
     return CpuUfuncs(_as_ufunc(fwd), _as_ufunc(bwd))
 
 

@@ -1,0 +1,113 @@
+"""The one table of cases: dtypes, inputs, oracles and bars.
+
+It feeds the tests, the benchmarks and ``cbrtgrad verify``, so a bar is stated
+once. Inputs are drawn log-uniformly over every binade, subnormals included,
+with both signs, plus exact cubes and the special values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@dataclass(frozen=True)
+class Bar:
+    """Accuracy bars for one dtype, in ulp."""
+
+    forward_max_ulp: float
+    grad_max_ulp: float
+    forward_correctly_rounded: bool
+
+
+BARS: dict[np.dtype, Bar] = {
+    np.dtype(np.float32): Bar(forward_max_ulp=0.5, grad_max_ulp=2.0, forward_correctly_rounded=True),
+    np.dtype(np.float64): Bar(forward_max_ulp=0.52, grad_max_ulp=3.0, forward_correctly_rounded=False),
+}
+
+#: Sizes: random inputs per dtype for ``verify`` (mpmath-checked) and for tests.
+VERIFY_SIZE = 1_000_000
+TEST_SIZE = 20_000
+
+#: Array sizes and dtypes for the speed table (bench command and asv).
+BENCH_SIZES = (100_000, 10_000_000)
+
+
+def special_values(dtype: np.dtype) -> np.ndarray:
+    """The special inputs of a dtype: zeros, infinities, nan, extremes, subnormals.
+
+    Examples
+    --------
+    >>> v = special_values(np.dtype(np.float32))
+    >>> bool(np.isnan(v).any()), v.dtype
+    (True, dtype('float32'))
+    """
+    info = np.finfo(dtype)
+    t = dtype.type
+    positive = [
+        t(0.0),
+        t(np.inf),
+        info.max,
+        info.tiny,
+        info.smallest_subnormal,
+        t(info.smallest_subnormal * 3),
+        np.nextafter(info.tiny, t(0)),  # largest subnormal
+        np.nextafter(t(1), t(0)),
+        t(1),
+        np.nextafter(t(1), t(2)),
+        t(8),
+        t(27),
+        t(0.125),
+        info.eps,
+    ]
+    values = np.array(positive, dtype)
+    return np.concatenate([values, -values, np.array([np.nan, -np.nan], dtype)])
+
+
+def expected_special(dtype: np.dtype) -> np.ndarray:
+    """``np.cbrt``-compatible results for :func:`special_values` where they are exact.
+
+    The ones that must match bit for bit (zeros, infinities, exact cubes);
+    nan positions hold nan. Others are compared in ulp like any input.
+    """
+    x = special_values(dtype)
+    y = np.full_like(x, np.nan)
+    exact = np.isin(np.abs(x), np.array([0, np.inf, 1, 8, 27, 0.125], dtype))
+    y[exact] = np.cbrt(x[exact].astype(np.float64)).astype(dtype)
+    return y
+
+
+def random_inputs(dtype: np.dtype, n: int, seed: int = 0) -> np.ndarray:
+    """``n`` finite inputs, log-uniform over all binades (subnormals too), both signs.
+
+    Examples
+    --------
+    >>> x = random_inputs(np.dtype(np.float64), 1000)
+    >>> bool(np.isfinite(x).all()), bool((x < 0).any()), bool((np.abs(x) < 2.3e-308).any())
+    (True, True, True)
+    """
+    rng = np.random.default_rng(seed)
+    int_type = np.int32 if dtype == np.float32 else np.int64
+    finite_max = np.asarray(np.finfo(dtype).max, dtype).view(int_type)
+    bits = rng.integers(1, int(finite_max), size=n, dtype=int_type, endpoint=True)
+    x = bits.view(dtype)
+    return np.where(rng.random(n) < 0.5, -x, x)
+
+
+def exact_cubes(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Integers ``k`` and ``k^3`` that are exact in ``dtype`` (cbrt must be exact).
+
+    Examples
+    --------
+    >>> k, cubes = exact_cubes(np.dtype(np.float32))
+    >>> bool((k ** 3 == cubes).all())
+    True
+    """
+    # k^3 is exact while it has at most the mantissa's bits: k < 2^(p/3).
+    digits = np.finfo(dtype).nmant + 1
+    limit = int(2 ** (digits / 3))
+    k = np.arange(-limit, limit + 1, dtype=np.int64)
+    return k.astype(dtype), (k**3).astype(dtype)

@@ -1,0 +1,163 @@
+"""``cbrtgrad verify``: accuracy of every available backend, as a table.
+
+For each backend and dtype: the forward's max error in ulp against mpmath,
+the share of correctly rounded results, how often it differs from
+``scipy.special.cbrt``, the special values that do not match ``np.cbrt``
+bit for bit, and the gradient's max error against the exact derivative
+``g / (3 x^(2/3))``. cbrtgrad's own kernels must meet the bars of
+:data:`cbrtgrad.verification.cases.BARS`; other backends (numpy, Accelerate)
+are measured and reported, with no bar.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import scipy.special
+
+from .. import api
+from ..backends import _registry
+from . import cases, ulp
+
+#: Backends that run cbrtgrad's own formula and must meet the bars.
+BARRED_BACKENDS = ("cpu", "parallel", "cuda")
+
+
+@dataclass
+class Row:
+    """One line of the verify table."""
+
+    backend: str
+    dtype: str
+    n: int
+    forward_max_ulp: float
+    correctly_rounded_share: float
+    differs_from_scipy: int
+    special_mismatches: int
+    grad_max_ulp: float
+    barred: bool
+    passed: bool
+
+
+def _special_mismatches(backend: str, dtype: np.dtype) -> int:
+    x = cases.special_values(dtype)
+    got = _run(backend, x)
+    want = np.cbrt(x.astype(np.float64)).astype(dtype)
+    both_nan = np.isnan(got) & np.isnan(want)
+    exact = np.isin(np.abs(x), np.array([0, np.inf, 1, 8, 27, 0.125], dtype))
+    same_bits = got.view(np.uint8).reshape(x.size, -1) == want.view(np.uint8).reshape(x.size, -1)
+    bitwise = same_bits.all(axis=1)
+    bad = ~both_nan & exact & ~bitwise
+    # Non-exact specials (extremes, subnormals) must be within the bar, checked in ulp.
+    inexact = ~exact & np.isfinite(x)
+    errors = ulp.ulp_errors(x[inexact], got[inexact], ulp.cbrt_exact)
+    bar = cases.BARS[dtype].forward_max_ulp
+    return int(bad.sum() + (errors > bar).sum())
+
+
+def _to_host(value: Any) -> np.ndarray:
+    copy = getattr(value, "copy_to_host", None)
+    return np.asarray(copy() if copy is not None else value)
+
+
+def _run(backend: str, x: np.ndarray) -> np.ndarray:
+    if backend == "cuda":
+        from numba import cuda
+
+        return _to_host(api.cbrt(cuda.to_device(x), backend=backend))
+    return np.asarray(api.cbrt(x, backend=backend))
+
+
+def _run_grad(backend: str, g: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if backend == "cuda":
+        from numba import cuda
+
+        return _to_host(api.cbrt_grad(cuda.to_device(g), cuda.to_device(y), backend=backend))
+    return np.asarray(api.cbrt_grad(g, y, backend=backend))
+
+
+def verify_backend(backend: str, dtype: np.dtype, n: int, seed: int = 0) -> Row:
+    """Measure one backend on one dtype with ``n`` random inputs.
+
+    Examples
+    --------
+    >>> row = verify_backend("cpu", np.dtype(np.float32), 200)
+    >>> row.passed, row.forward_max_ulp <= 0.5
+    (True, True)
+    """
+    x = cases.random_inputs(dtype, n, seed)
+    y = _run(backend, x)
+    errors = ulp.ulp_errors(x, y, ulp.cbrt_exact)
+    reference = scipy.special.cbrt(x)
+    g = np.ones_like(x)
+    # Gradients are checked where they are finite in the dtype.
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        dx = _run_grad(backend, g, y)
+    finite = np.isfinite(dx) & (dx != 0)
+    grad_errors = ulp.ulp_errors(x[finite], dx[finite], ulp.grad_exact(1.0))
+    bar = cases.BARS[dtype]
+    barred = backend in BARRED_BACKENDS
+    specials = _special_mismatches(backend, dtype)
+    fwd_max = float(errors.max(initial=0.0))
+    grad_max = float(grad_errors.max(initial=0.0))
+    passed = (
+        fwd_max <= bar.forward_max_ulp and grad_max <= bar.grad_max_ulp and specials == 0
+    ) or not barred
+    return Row(
+        backend=backend,
+        dtype=str(dtype),
+        n=n,
+        forward_max_ulp=fwd_max,
+        correctly_rounded_share=float(np.mean(errors <= 0.5)),
+        differs_from_scipy=int(np.sum(reference != y)),
+        special_mismatches=specials,
+        grad_max_ulp=grad_max,
+        barred=barred,
+        passed=passed,
+    )
+
+
+def verify(n: int = cases.VERIFY_SIZE, backends: list[str] | None = None) -> list[Row]:
+    """Run :func:`verify_backend` for every available backend and dtype.
+
+    Examples
+    --------
+    >>> rows = verify(100, ["cpu", "numpy"])
+    >>> [r.backend for r in rows]
+    ['cpu', 'cpu', 'numpy', 'numpy']
+    """
+    names = _registry.available() if backends is None else backends
+    rows = []
+    for name in names:
+        for dtype in cases.DTYPES:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                rows.append(verify_backend(name, dtype, n))
+    return rows
+
+
+HEADER = (
+    f"{'backend':<11}{'dtype':<9}{'n':>9}{'max ulp':>10}{'CR share':>10}"
+    f"{'!= scipy':>10}{'specials':>10}{'grad ulp':>10}  result"
+)
+
+
+def format_rows(rows: list[Row]) -> str:
+    """The table as text (one line per backend and dtype)."""
+    lines = [HEADER, "-" * len(HEADER)]
+    for r in rows:
+        verdict = ("pass" if r.passed else "FAIL") if r.barred else "(no bar)"
+        lines.append(
+            f"{r.backend:<11}{r.dtype:<9}{r.n:>9}{r.forward_max_ulp:>10.4f}"
+            f"{r.correctly_rounded_share:>10.4%}{r.differs_from_scipy:>10}"
+            f"{r.special_mismatches:>10}{r.grad_max_ulp:>10.4f}  {verdict}"
+        )
+    return "\n".join(lines)
+
+
+def rows_as_dicts(rows: list[Row]) -> list[dict[str, Any]]:
+    """The rows as JSON-ready dicts."""
+    return [asdict(r) for r in rows]
