@@ -44,3 +44,30 @@ def fused_outputs(
     if all(a.flags.c_contiguous for a in arrays):
         return x, g, y, dx, tuple(a.reshape(-1) for a in arrays)
     return x, g, y, dx, None
+
+
+def call_ufunc(
+    ufunc: np.ufunc, *args: Any, out: Any = None, where: Any = True, dtype: Any = None
+) -> Any:
+    """Call a numba-built ufunc with numpy's ``out=``/``where=`` meaning.
+
+    NOTE: numba's ufuncs fail with ``where=`` under numpy 2 ("An iterator
+    operand was flagged as the ARRAYMASK, but no WRITEMASKED operands were
+    given"), so a mask is applied here: compute everywhere, then copy where
+    the mask is true. Elements where it is false keep ``out``'s values (or
+    are uninitialised when no ``out`` is given, as in numpy).
+    """
+    if where is True:
+        return ufunc(*args, out=out, dtype=dtype)
+    result = ufunc(*args, dtype=dtype)
+    if out is None:
+        shape = np.broadcast_shapes(np.shape(result), np.shape(where))
+        out = np.empty(shape, np.asarray(result).dtype)
+    elif isinstance(out, tuple):
+        if len(out) != 1:
+            raise ValueError(f"cbrtgrad: out must be one array, got a tuple of {len(out)}")
+        out = out[0]
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"cbrtgrad: out must be a numpy.ndarray, got {type(out).__name__}")
+    np.copyto(out, result, casting="same_kind", where=where)
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..kernels import cpu as cpu_kernels
-from ._layout import fused_outputs
+from ._layout import call_ufunc, fused_outputs
 from ._protocol import Availability
 
 
@@ -21,10 +21,10 @@ class CpuBackend:
         return not hasattr(x, "__cuda_array_interface__")
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        return cpu_kernels.ufuncs().cube_root(x, out=out, where=where, dtype=dtype)
+        return call_ufunc(cpu_kernels.ufuncs().cube_root, x, out=out, where=where, dtype=dtype)
 
     def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
-        return cpu_kernels.ufuncs().cube_root_grad(g, y, out=out, where=where)
+        return call_ufunc(cpu_kernels.ufuncs().cube_root_grad, g, y, out=out, where=where)
 
     def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
         ufuncs = cpu_kernels.ufuncs()

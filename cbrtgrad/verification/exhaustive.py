@@ -154,7 +154,9 @@ def sweep(
     (4096, 0)
     """
     if not (0 <= start <= stop <= TOTAL):
-        raise ValueError(f"start and stop must satisfy 0 <= start <= stop <= 2**32, got {start}, {stop}")
+        raise ValueError(
+            f"start and stop must satisfy 0 <= start <= stop <= 2**32, got {start}, {stop}"
+        )
     out = stream if stream is not None else sys.stderr
     result = SweepResult()
     started = time.perf_counter()

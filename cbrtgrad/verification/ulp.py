@@ -61,3 +61,13 @@ def grad_exact(g: float) -> Callable[[mpmath.mpf], mpmath.mpf]:
         return gm / (3 * cbrt_exact(x) ** 2)
 
     return derivative
+
+
+def grad_from_output(g: float) -> Callable[[mpmath.mpf], mpmath.mpf]:
+    """``y -> g / (3 y^2)``: the exact gradient for a given saved output ``y``."""
+    gm = mpmath.mpf(g)
+
+    def derivative(y: mpmath.mpf) -> mpmath.mpf:
+        return gm / (3 * y**2)
+
+    return derivative

@@ -1,0 +1,171 @@
+"""The ``cbrtgrad`` command: ``verify``, ``bench`` and ``info``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from collections.abc import Sequence
+
+import llvmlite
+import llvmlite.binding as llvm
+import numba
+import numpy as np
+import scipy
+
+from . import __version__
+from .backends import _registry
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _backend_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if name not in _registry.known():
+            raise argparse.ArgumentTypeError(
+                f"unknown backend {name!r}; known: {', '.join(_registry.known())}"
+            )
+    return names
+
+
+def _write_json(path: str, payload: object) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=2)
+        handle.write("\n")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .verification import exhaustive, report
+
+    status = 0
+    rows = report.verify(args.n, args.backends)
+    print(report.format_rows(rows))
+    if not all(r.passed for r in rows):
+        status = 1
+    payload: dict[str, object] = {"rows": report.rows_as_dicts(rows)}
+    if args.exhaustive:
+        print("\nExhaustive float32 sweep (all 2^32 inputs, exact midpoint test):")
+        result = exhaustive.sweep(progress=not args.no_progress)
+        verdict = "correctly rounded" if result.correctly_rounded else "FAILURES"
+        print(
+            f"checked {result.checked} inputs in {result.seconds:.0f} s: "
+            f"{result.failures} not correctly rounded -> {verdict}"
+        )
+        if result.failing_inputs:
+            print("first failing bit patterns:", ", ".join(hex(v) for v in result.failing_inputs))
+            status = 1
+        payload["exhaustive"] = {
+            "checked": result.checked,
+            "failures": result.failures,
+            "seconds": result.seconds,
+        }
+    if args.json:
+        _write_json(args.json, payload)
+    return status
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from . import benchmarking
+
+    rows = benchmarking.run(
+        sizes=tuple(args.sizes), repeat=args.repeat, backends=tuple(args.backends)
+    )
+    print(benchmarking.format_rows(rows))
+    payload: dict[str, object] = {"rows": benchmarking.rows_as_dicts(rows)}
+    if args.json:
+        _write_json(args.json, payload)
+    return 0
+
+
+def info_lines() -> list[str]:
+    """What ``cbrtgrad info`` prints: versions, CPU, backends and why.
+
+    Examples
+    --------
+    >>> any(line.startswith("numba") for line in info_lines())
+    True
+    """
+    features = llvm.get_host_cpu_features()
+    simd = sorted(k for k, on in features.items() if on and k.startswith(("avx", "fma", "sse4")))
+    lines = [
+        f"cbrtgrad   {__version__}",
+        f"python     {platform.python_version()} ({platform.machine()}, {platform.system()})",
+        f"numba      {numba.__version__}",
+        f"llvmlite   {llvmlite.__version__} (LLVM {'.'.join(map(str, llvm.llvm_version_info))})",
+        f"numpy      {np.__version__}",
+        f"scipy      {scipy.__version__}",
+        f"cpu        {llvm.get_host_cpu_name()}; {' '.join(simd)}",
+        f"threads    numba {numba.get_num_threads()} (layer: {numba.config.THREADING_LAYER})",
+        "backends:",
+    ]
+    for name in _registry.known():
+        status = _registry.availability(name)
+        mark = "available  " if status.available else "unavailable"
+        lines.append(f"  {name:<11} {mark} {status.reason}")
+    describe = getattr(_registry, "describe_auto_choice", None)
+    if describe is not None:
+        lines.append("automatic choice:")
+        lines += [f"  {line}" for line in describe()]
+    return lines
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    print("\n".join(info_lines()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``cbrtgrad`` command."""
+    parser = argparse.ArgumentParser(
+        prog="cbrtgrad", description="The element-wise cube root and its gradient."
+    )
+    parser.add_argument("--version", action="version", version=f"cbrtgrad {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    verify = sub.add_parser("verify", help="accuracy of every backend against mpmath and scipy")
+    verify.add_argument("-n", type=_positive, default=None, help="random inputs per dtype")
+    verify.add_argument("--backends", type=_backend_list, default=None, help="comma-separated")
+    verify.add_argument(
+        "--exhaustive", action="store_true", help="also check all 2^32 float32 inputs"
+    )
+    verify.add_argument("--no-progress", action="store_true", help="no progress bar")
+    verify.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    verify.set_defaults(func=cmd_verify)
+
+    bench = sub.add_parser("bench", help="throughput against np.cbrt, scipy and a memory copy")
+    bench.add_argument(
+        "--sizes", type=_positive, nargs="+", default=[100_000, 10_000_000], help="array sizes"
+    )
+    bench.add_argument("--repeat", type=_positive, default=20, help="calls per measurement")
+    bench.add_argument("--backends", type=_backend_list, default=["cpu"], help="comma-separated")
+    bench.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    bench.set_defaults(func=cmd_bench)
+
+    info = sub.add_parser("info", help="versions, CPU features and backends")
+    info.set_defaults(func=cmd_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    if args.command == "verify" and args.n is None:
+        from .verification import cases
+
+        args.n = cases.VERIFY_SIZE
+    status: int = args.func(args)
+    return status
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

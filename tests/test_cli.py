@@ -1,0 +1,50 @@
+"""The command line: verify, bench and info, and its errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cbrtgrad import cli
+
+
+def test_verify_small_run_passes(tmp_path, capsys):
+    out = tmp_path / "verify.json"
+    assert cli.main(["verify", "-n", "500", "--backends", "cpu,numpy", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "cpu" in text and "pass" in text
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["backend"] for r in rows} == {"cpu", "numpy"}
+
+
+def test_bench_writes_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert cli.main(["bench", "--sizes", "2000", "--repeat", "2", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    anchors = {r["anchor"] for r in rows}
+    assert {"np.cbrt", "scipy.special.cbrt", "copy", "g/(3*y*y)"} <= anchors
+    assert all(r["speedup"] > 0 for r in rows)
+
+
+def test_info_lists_backends(capsys):
+    assert cli.main(["info"]) == 0
+    text = capsys.readouterr().out
+    assert "numba" in text and "cpu" in text and "available" in text
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["verify", "-n", "0"], ["verify", "-n", "ten"], ["bench", "--backends", "gpu9"], ["frobnicate"], []],
+)
+def test_bad_arguments_exit_2(argv):
+    with pytest.raises(SystemExit) as excinfo:
+        cli.main(argv)
+    assert excinfo.value.code == 2
+
+
+def test_python_dash_m():
+    done = subprocess.run(
+        [sys.executable, "-m", "cbrtgrad", "--version"], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.startswith("cbrtgrad ")

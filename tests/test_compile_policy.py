@@ -1,0 +1,55 @@
+"""Compile policy and environment flags: vectorised loops, fast-math warning."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from cbrtgrad import _compile, _config
+
+
+def test_ufunc_loops_are_vectorised():
+    # The loop numba wraps around the scalar formula must use SIMD registers
+    # (ymm or zmm); a scalar libm-style loop would be 5x slower.
+    code = (
+        "import numpy as np\n"
+        "from cbrtgrad.kernels.cpu import ufuncs\n"
+        "u = ufuncs()\n"
+    )
+    env = dict(os.environ, NUMBA_DUMP_ASSEMBLY="1")
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    sections = re.split(r"-{5,}ASSEMBLY ", done.stdout)
+    wrappers = [s for s in sections if s.startswith("ufunc_wrapper")]
+    assert len(wrappers) == 2
+    for text in wrappers:
+        assert re.search(r"%[yz]mm\d+", text), "ufunc loop is not vectorised"
+        assert "vfmadd" in text or "vfmsub" in text or "vfnmadd" in text or "vfnmsub" in text
+
+
+def test_fastmath_flag_warns(monkeypatch):
+    monkeypatch.setenv("CBRTGRAD_FASTMATH", "1")
+    _config.settings.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="fast-math"):
+            options = _compile.cpu_options()
+        assert options["fastmath"] is True
+    finally:
+        monkeypatch.delenv("CBRTGRAD_FASTMATH")
+        _config.settings.cache_clear()
+    assert _compile.cpu_options()["fastmath"] is False
+
+
+@pytest.mark.parametrize("raw", ["many", "-5", "1.5"])
+def test_bad_parallel_min_is_a_value_error(monkeypatch, raw):
+    monkeypatch.setenv("CBRTGRAD_PARALLEL_MIN", raw)
+    _config.settings.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="CBRTGRAD_PARALLEL_MIN"):
+            _config.settings()
+    finally:
+        monkeypatch.delenv("CBRTGRAD_PARALLEL_MIN")
+        _config.settings.cache_clear()

@@ -1,0 +1,137 @@
+"""dtype rules and numpy ufunc behaviour of the public functions."""
+
+import re
+
+import numpy as np
+import pytest
+
+import cbrtgrad as cg
+
+
+@pytest.mark.parametrize(
+    ("dtype", "expected"),
+    [
+        (np.float32, np.float32),
+        (np.float64, np.float64),
+        (np.float16, np.float32),
+        (np.bool_, np.float64),
+        (np.int8, np.float64),
+        (np.int16, np.float64),
+        (np.int32, np.float64),
+        (np.int64, np.float64),
+        (np.uint8, np.float64),
+        (np.uint64, np.float64),
+    ],
+)
+def test_result_dtype(dtype, expected):
+    x = np.array([0, 1, 8], dtype=dtype)
+    y = cg.cbrt(x)
+    assert y.dtype == expected
+    np.testing.assert_array_equal(y, np.cbrt(x.astype(expected)))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.array([1 + 1j]),
+        np.array([1.0], dtype=object),
+        np.array(["8"]),
+        np.array([b"8"]),
+        np.array(["2020-01-01"], dtype="datetime64[D]"),
+        np.array([1], dtype="timedelta64[s]"),
+        np.array([1.0], dtype=np.longdouble) if np.dtype(np.longdouble).itemsize > 8 else None,
+    ],
+)
+def test_unsupported_dtypes_raise_type_error_naming_dtype(bad):
+    if bad is None:
+        pytest.skip("long double is float64 on this platform")
+    with pytest.raises(TypeError, match=re.escape(str(bad.dtype))):
+        cg.cbrt(bad)
+    with pytest.raises(TypeError, match=re.escape(str(bad.dtype))):
+        cg.cbrt_grad(bad, np.ones(1))
+    with pytest.raises(TypeError, match=re.escape(str(bad.dtype))):
+        cg.cbrt_and_grad(bad, np.ones(1))
+
+
+def test_python_complex_scalar_raises():
+    with pytest.raises(TypeError, match="complex128"):
+        cg.cbrt(1j)
+
+
+@pytest.mark.parametrize("bad", [int, "int32", np.complex64, "bogus"])
+def test_dtype_keyword_must_be_float(bad):
+    with pytest.raises(TypeError, match="dtype"):
+        cg.cbrt(np.ones(2), dtype=bad)
+
+
+def test_dtype_keyword():
+    assert cg.cbrt(np.ones(2), dtype=np.float32).dtype == np.float32
+    assert cg.cbrt(np.ones(2, np.float32), dtype=np.float16).dtype == np.float32
+    assert cg.cbrt(np.ones(2, np.float32), dtype=np.float64).dtype == np.float64
+
+
+def test_where_must_be_bool():
+    with pytest.raises(TypeError, match="where"):
+        cg.cbrt(np.ones(2), where=np.array([1, 0]))
+
+
+def test_scalars_lists_and_0d():
+    y = cg.cbrt(8.0)
+    assert isinstance(y, np.float64) and y == 2.0
+    assert cg.cbrt(-27) == -3.0
+    np.testing.assert_array_equal(cg.cbrt([1.0, 8.0, -64.0]), [1.0, 2.0, -4.0])
+    zero_d = cg.cbrt(np.array(27.0, np.float32))
+    assert zero_d.dtype == np.float32 and zero_d == 3.0
+    assert cg.cbrt(np.empty((0, 3))).shape == (0, 3)
+    assert cg.cbrt_grad(np.empty(0), np.empty(0)).shape == (0,)
+
+
+def test_out_and_in_place():
+    x = np.array([8.0, -1.0, 27.0])
+    out = np.empty_like(x)
+    assert cg.cbrt(x, out=out) is out
+    np.testing.assert_array_equal(out, [2.0, -1.0, 3.0])
+    assert cg.cbrt(x, out=x) is x
+    np.testing.assert_array_equal(x, [2.0, -1.0, 3.0])
+    with pytest.raises(ValueError):
+        cg.cbrt(np.ones(3), out=np.empty(4))
+
+
+def test_where_keeps_out_elsewhere():
+    x = np.array([8.0, 27.0, 64.0])
+    out = np.full(3, -7.0)
+    cg.cbrt(x, out=out, where=np.array([True, False, True]))
+    np.testing.assert_array_equal(out, [2.0, -7.0, 4.0])
+    g = np.ones(3)
+    out = np.full(3, -7.0)
+    cg.cbrt_grad(g, np.array([1.0, 1.0, 1.0]), out=out, where=np.array([False, True, False]))
+    np.testing.assert_array_equal(out, [-7.0, 1 / 3, -7.0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_strided_and_negative_stride_views(dtype):
+    base = np.linspace(-100, 100, 60, dtype=dtype).reshape(6, 10)
+    for view in (base[::2, ::3], base[::-1, ::-2], base.T, base[:, 5]):
+        np.testing.assert_array_equal(cg.cbrt(view), cg.cbrt(np.ascontiguousarray(view)))
+        y = cg.cbrt(view)
+        np.testing.assert_array_equal(
+            cg.cbrt_grad(view, y), cg.cbrt_grad(np.ascontiguousarray(view), np.ascontiguousarray(y))
+        )
+
+
+def test_broadcasting():
+    y = np.array([1.0, 2.0, 4.0])
+    g = np.array([[1.0], [3.0]])
+    got = cg.cbrt_grad(g, y)
+    assert got.shape == (2, 3)
+    np.testing.assert_allclose(got, g / (3 * y * y), rtol=1e-15)
+    assert cg.cbrt_grad(1.0, np.float32([2.0])).dtype == np.float32  # weak Python scalar
+
+
+def test_float16_grad_is_float32():
+    y = np.array([1.0, 2.0], np.float16)
+    assert cg.cbrt_grad(np.ones(2, np.float16), y).dtype == np.float32
+
+
+def test_mixed_precision_grad_is_float64():
+    assert cg.cbrt_grad(np.ones(2, np.float32), np.ones(2)).dtype == np.float64
