@@ -35,7 +35,13 @@ def test_info_lists_backends(capsys):
 
 @pytest.mark.parametrize(
     "argv",
-    [["verify", "-n", "0"], ["verify", "-n", "ten"], ["bench", "--backends", "gpu9"], ["frobnicate"], []],
+    [
+        ["verify", "-n", "0"],
+        ["verify", "-n", "ten"],
+        ["bench", "--backends", "gpu9"],
+        ["frobnicate"],
+        [],
+    ],
 )
 def test_bad_arguments_exit_2(argv):
     with pytest.raises(SystemExit) as excinfo:

@@ -13,11 +13,7 @@ from cbrtgrad import _compile, _config
 def test_ufunc_loops_are_vectorised():
     # The loop numba wraps around the scalar formula must use SIMD registers
     # (ymm or zmm); a scalar libm-style loop would be 5x slower.
-    code = (
-        "import numpy as np\n"
-        "from cbrtgrad.kernels.cpu import ufuncs\n"
-        "u = ufuncs()\n"
-    )
+    code = "import numpy as np\nfrom cbrtgrad.kernels.cpu import ufuncs\nu = ufuncs()\n"
     env = dict(os.environ, NUMBA_DUMP_ASSEMBLY="1")
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True

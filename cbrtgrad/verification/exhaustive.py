@@ -33,7 +33,7 @@ _MAX_REPORTED = 16
 
 
 @numba.njit(inline="always")
-def _above_cube(x: float, m: float) -> bool:
+def _above_cube(x, m):  # type: ignore[no-untyped-def]
     # Exact sign of x - m^3 for a 25-bit m with m^3 within a factor 2 of x.
     m2 = m * m
     hi = m2 * m
@@ -42,7 +42,7 @@ def _above_cube(x: float, m: float) -> bool:
 
 
 @numba.njit
-def check_bits(bits: np.int32, yb: np.int32) -> bool:  # pragma: no cover - jitted
+def check_bits(bits, yb):  # type: ignore[no-untyped-def]  # pragma: no cover - jitted
     """Whether float32 bits ``yb`` are the correctly rounded cube root of ``bits``."""
     ax_bits = bits & np.int32(0x7FFFFFFF)
     ay_bits = yb & np.int32(0x7FFFFFFF)
