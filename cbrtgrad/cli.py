@@ -105,7 +105,8 @@ def info_lines() -> list[str]:
         f"numpy      {np.__version__}",
         f"scipy      {scipy.__version__}",
         f"cpu        {llvm.get_host_cpu_name()}; {' '.join(simd)}",
-        f"threads    numba {numba.get_num_threads()} (layer: {getattr(numba.config, 'THREADING_LAYER', '?')})",
+        f"threads    numba {numba.get_num_threads()} "
+        f"(layer: {getattr(numba.config, 'THREADING_LAYER', '?')})",
         "backends:",
     ]
     for name in _registry.known():
