@@ -146,7 +146,6 @@ def apply_elementwise(
                 f"cbrtgrad: cannot write a {dtype} result into out of dtype {out.dtype} "
                 "(casting rule 'same_kind')"
             )
-        shapes.append(out.shape)
     try:
         shape = np.broadcast_shapes(*shapes)
     except ValueError:
@@ -154,8 +153,17 @@ def apply_elementwise(
             f"cbrtgrad: operands could not be broadcast together with shapes "
             f"{', '.join(str(s) for s in shapes)}"
         ) from None
-    if out is not None and out.shape != shape:
-        raise ValueError(f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {shape}")
+    if out is not None:
+        # As in a ufunc, the inputs may broadcast up to out's shape, not beyond.
+        try:
+            grown = np.broadcast_shapes(shape, out.shape)
+        except ValueError:
+            grown = None
+        if grown != out.shape:
+            raise ValueError(
+                f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {shape}"
+            )
+        shape = out.shape
 
     contiguous_out = out is not None and (out.flags.c_contiguous or out.flags.f_contiguous)
     direct = contiguous_out and mask is None and out.dtype == dtype
