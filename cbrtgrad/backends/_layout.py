@@ -71,3 +71,157 @@ def call_ufunc(
         raise TypeError(f"cbrtgrad: out must be a numpy.ndarray, got {type(out).__name__}")
     np.copyto(out, result, casting="same_kind", where=where)
     return out
+
+
+def is_device_array(x: Any) -> bool:
+    """Whether ``x`` lives in GPU memory (CUDA array interface or the simulator).
+
+    NOTE: the CUDA simulator's ``FakeCUDAArray`` has no
+    ``__cuda_array_interface__``; it is recognised by its class, without
+    importing ``numba.cuda`` (which is slow and optional).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_device_array(np.ones(2)), is_device_array(3.0)
+    (False, False)
+    """
+    if hasattr(x, "__cuda_array_interface__"):
+        return True
+    cls = type(x)
+    return cls.__name__ == "FakeCUDAArray" and cls.__module__.startswith("numba.cuda.simulator")
+
+
+def _flat(a: np.ndarray, order: str) -> np.ndarray:
+    # A 1-D view in memory order; ``a`` is contiguous in ``order`` here.
+    return a.reshape(-1, order=order)  # type: ignore[call-overload]
+
+
+def same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays are the same view of the same memory (in place is fine)."""
+    return (
+        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+        and a.strides == b.strides
+        and a.dtype == b.dtype
+    )
+
+
+def _where_mask(where: Any) -> np.ndarray | None:
+    if where is True:
+        return None
+    mask = np.asarray(where)
+    if mask.dtype.kind != "b":
+        raise TypeError(f"cbrtgrad: where must be a bool array or True, got dtype {mask.dtype}")
+    return mask
+
+
+def apply_elementwise(
+    kernel: Any,
+    inputs: tuple[Any, ...],
+    dtype: np.dtype,
+    out: Any = None,
+    where: Any = True,
+) -> Any:
+    """Run a 1-D contiguous ``kernel(*inputs, result)`` with numpy ufunc semantics.
+
+    The kernel only ever sees 1-D arrays that are contiguous, writable (numba's
+    compiled signatures are for writable arrays), of dtype ``dtype`` and free
+    of partial overlap with the result. Everything else a ufunc call allows
+    (Python scalars and lists, broadcasting, 0-d, any strides, C or Fortran
+    order, ``out=`` of another float dtype, ``where=``) is handled here by
+    converting the inputs and, when needed, writing through a temporary.
+
+    Parameters
+    ----------
+    kernel : callable
+        ``kernel(a, [b,] result)`` over 1-D arrays of equal length.
+    inputs : tuple
+        One or two array_likes.
+    dtype : numpy.dtype
+        The dtype the kernel computes in.
+    out : ndarray, optional
+        Written as a ufunc would (cast ``same_kind``, only where ``where``).
+    where : array_like of bool or True
+
+    Returns
+    -------
+    ndarray or numpy scalar
+        ``out`` when given; else a new array (a scalar for 0-d results).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> def twice(a, r): r[:] = 2 * a
+    >>> apply_elementwise(twice, ([[1.0], [2.0]],), np.dtype(np.float64))
+    array([[2.],
+           [4.]])
+    >>> apply_elementwise(twice, (3.0,), np.dtype(np.float64))
+    np.float64(6.0)
+    """
+    arrays = [np.asarray(a) for a in inputs]
+    mask = _where_mask(where)
+    shapes = [a.shape for a in arrays]
+    if mask is not None:
+        shapes.append(mask.shape)
+    if out is not None:
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"cbrtgrad: out must be a numpy.ndarray, got {type(out).__name__}")
+        if not out.flags.writeable:
+            raise ValueError("cbrtgrad: out is read-only")
+        if not np.can_cast(dtype, out.dtype, "same_kind"):
+            raise TypeError(
+                f"cbrtgrad: cannot write a {dtype} result into out of dtype {out.dtype} "
+                "(casting rule 'same_kind')"
+            )
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(
+            f"cbrtgrad: operands could not be broadcast together with shapes "
+            f"{', '.join(str(s) for s in shapes)}"
+        ) from None
+    if out is not None:
+        # As in a ufunc, the inputs may broadcast up to out's shape, not beyond.
+        try:
+            grown = np.broadcast_shapes(shape, out.shape)
+        except ValueError:
+            grown = None
+        if grown != out.shape:
+            raise ValueError(
+                f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {shape}"
+            )
+        shape = out.shape
+
+    contiguous_out = out is not None and (out.flags.c_contiguous or out.flags.f_contiguous)
+    direct = contiguous_out and mask is None and out.dtype == dtype
+    if direct:
+        order = "C" if out.flags.c_contiguous else "F"
+        result = out
+    else:
+        # Keep a Fortran-ordered input Fortran-ordered, as numpy's order='K' does.
+        fortran = len(shape) > 1 and all(
+            a.shape == shape and a.flags.f_contiguous and not a.flags.c_contiguous for a in arrays
+        )
+        order = "F" if fortran else "C"
+        result = np.empty(shape, dtype, order=order)
+
+    flats = []
+    for a in arrays:
+        full = a if a.shape == shape else np.broadcast_to(a, shape)
+        c = np.asarray(full, dtype=dtype, order=order)
+        # NOTE: read-only inputs (np.frombuffer, broadcast views, read-only
+        # memmaps) do not match the kernels' writable signatures; an input that
+        # partly overlaps the result would be overwritten while still being
+        # read by another thread. Both are copied.
+        if not c.flags.writeable or (
+            direct and np.may_share_memory(c, result) and not same_view(c, result)
+        ):
+            c = c.copy(order=order)
+        flats.append(_flat(c, order))
+    if result.size:
+        kernel(*flats, _flat(result, order))
+    if out is None:
+        return result[()] if result.ndim == 0 else result
+    if not direct:
+        np.copyto(out, result, casting="same_kind", where=True if mask is None else mask)
+    return out

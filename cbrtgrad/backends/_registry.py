@@ -10,17 +10,24 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from .. import _config
+from ._layout import is_device_array
 from ._protocol import Availability, Backend
 
 #: name -> "module:Class". Adding a backend is one file and one line here.
 _BACKENDS: dict[str, str] = {
     "cpu": "cbrtgrad.backends.cpu:CpuBackend",
     "numpy": "cbrtgrad.backends.numpy_backend:NumpyBackend",
+    "parallel": "cbrtgrad.backends.parallel:ParallelBackend",
+    "cuda": "cbrtgrad.backends.cuda:CudaBackend",
+    "accelerate": "cbrtgrad.backends.accelerate:AccelerateBackend",
 }
 
 AUTO = "auto"
@@ -144,16 +151,87 @@ def _is_auto(name: Any) -> bool:
     return isinstance(name, str) and name.strip().lower() == AUTO
 
 
+_ACCELERATE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _use_accelerate() -> bool:
+    # Only asked on macOS: elsewhere the probe would try to load a library
+    # that cannot exist. The backend caches its own probe.
+    return sys.platform == "darwin" and availability("accelerate").available
+
+
 def auto_choice(x: Any) -> Backend:
     """The backend the automatic choice gives for input ``x``.
+
+    1. Device arrays (``__cuda_array_interface__``, numba device arrays):
+       ``cuda``, or :class:`BackendUnavailableError` saying why it cannot run.
+    2. On macOS, numpy float32 and float64 arrays and scalars: ``accelerate``
+       when the framework loads.
+    3. numpy arrays of at least ``CBRTGRAD_PARALLEL_MIN`` elements (default
+       10^6): ``parallel``.
+    4. Everything else (small arrays, Python scalars and lists, dask arrays,
+       which the ``cpu`` ufuncs keep lazy): ``cpu``.
 
     Examples
     --------
     >>> import numpy as np
     >>> auto_choice(np.ones(3)).name
     'cpu'
+    >>> auto_choice(np.ones(2_000_000, np.float16)).name
+    'parallel'
     """
+    if is_device_array(x):
+        return get_backend("cuda")
+    if isinstance(x, (np.ndarray, np.generic)):
+        if x.dtype in _ACCELERATE_DTYPES and _use_accelerate():
+            return _instance("accelerate")
+        if x.size >= _config.settings().parallel_min_size:
+            return _instance("parallel")
     return _instance("cpu")
+
+
+def describe_auto_choice() -> list[str]:
+    """Human-readable lines saying what the automatic choice does on this machine.
+
+    Returns
+    -------
+    list of str
+        One line per rule, with the backend it picks here and, when that
+        backend cannot run, why.
+
+    Examples
+    --------
+    >>> lines = describe_auto_choice()
+    >>> any("parallel" in line for line in lines)
+    True
+    """
+    selected = _config.settings().backend
+    lines = []
+    if not _is_auto(selected):
+        lines.append(
+            f"CBRTGRAD_BACKEND={selected!r}: calls without backend= and outside use_backend() "
+            "use it; the rules below apply only with backend='auto'"
+        )
+    cuda = availability("cuda")
+    if cuda.available:
+        lines.append(f"device arrays -> cuda ({cuda.reason})")
+    else:
+        lines.append(f"device arrays -> cuda, unavailable here (such calls fail): {cuda.reason}")
+    if sys.platform == "darwin":
+        accel = availability("accelerate")
+        if accel.available:
+            lines.append("numpy float32/float64 arrays -> accelerate (Apple vForce)")
+        else:
+            lines.append(f"numpy float32/float64 arrays -> accelerate unavailable ({accel.reason})")
+    else:
+        lines.append("accelerate is not considered (not macOS)")
+    minimum = _config.settings().parallel_min_size
+    lines.append(
+        f"other numpy arrays with >= {minimum:,} elements -> parallel "
+        f"[{availability('parallel').reason}]"
+    )
+    lines.append("everything else (smaller arrays, scalars, lists, dask arrays) -> cpu")
+    return lines
 
 
 def resolve(backend: Any, x: Any) -> Backend:
@@ -167,7 +245,10 @@ def resolve(backend: Any, x: Any) -> Backend:
         backend = selected
     found = get_backend(backend)
     if not found.accepts(x):
+        # A backend may say how to make the input acceptable (e.g. an explicit copy).
+        hint = getattr(found, "accepts_hint", "")
         raise ValueError(
             f"cbrtgrad: backend {found.name!r} cannot take an input of type {type(x).__name__}"
+            + (f": {hint}" if hint else "")
         )
     return found

@@ -1,0 +1,168 @@
+"""The ``accelerate`` backend: Apple's vForce ``vvcbrtf`` / ``vvcbrt`` through ctypes.
+
+vForce (``Accelerate.framework``, vForce.h) declares::
+
+    void vvcbrtf(float *y, const float *x, const int *n);
+    void vvcbrt(double *y, const double *x, const int *n);
+
+output first and the length through a pointer to a 32-bit ``int``, so arrays
+longer than 2^31 - 1 elements are passed in chunks. float16 is computed in
+float32; integers and bool in float64 (the dtype rules of
+:mod:`cbrtgrad._dtypes`); other dtypes are a ``TypeError``.
+
+Accuracy: Apple publishes no ulp bound, and vForce "may treat some or all
+denormal numbers as zero", so subnormal inputs may give ±0. ``cbrtgrad
+verify --backend accelerate`` measures it where it runs. The gradient has no
+vForce routine; it is cbrtgrad's own ``g / (3 y^2)`` cpu kernel.
+
+The library path is ``CBRTGRAD_ACCELERATE`` (default: the framework). Any
+library exporting the two functions with that ABI works, which is how the
+tests exercise this binding on Linux.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import _config, _dtypes
+from ..kernels import cpu as cpu_kernels
+from ._layout import apply_elementwise, fused_outputs, is_device_array
+from ._protocol import Availability
+
+#: The most elements one vForce call can take (its length is a C ``int``).
+MAX_CHUNK = 2**31 - 1
+
+_CTYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
+_SYMBOLS = {np.dtype(np.float32): "vvcbrtf", np.dtype(np.float64): "vvcbrt"}
+
+
+class _Library(NamedTuple):
+    functions: dict[np.dtype, Any]
+    error: str
+
+
+def _load(path: str) -> _Library:
+    # NOTE: since macOS 11 the framework binary exists only in the dyld shared
+    # cache: os.path.isfile is False although dlopen succeeds. Only dlopen
+    # decides.
+    try:
+        library = ctypes.CDLL(path)
+        functions = {}
+        for dtype, symbol in _SYMBOLS.items():
+            function = getattr(library, symbol)
+            pointer = ctypes.POINTER(_CTYPES[dtype])
+            # argtypes set once, here: every call is then type-checked by ctypes.
+            function.argtypes = [pointer, pointer, ctypes.POINTER(ctypes.c_int)]
+            function.restype = None
+            functions[dtype] = function
+    except (OSError, AttributeError) as exc:
+        return _Library({}, f"cannot load vvcbrtf/vvcbrt from {path}: {exc}")
+    return _Library(functions, "")
+
+
+class AccelerateBackend:
+    """ctypes binding to vForce; the library is loaded on first use.
+
+    Parameters
+    ----------
+    path : str, optional
+        Library to load instead of ``CBRTGRAD_ACCELERATE``.
+    chunk_size : int, optional
+        Elements per vForce call (at most, and by default, ``2**31 - 1``);
+        tests force a small one to exercise the chunking.
+
+    Examples
+    --------
+    >>> AccelerateBackend().name
+    'accelerate'
+    """
+
+    name = "accelerate"
+
+    def __init__(self, path: str | None = None, chunk_size: int = MAX_CHUNK) -> None:
+        if not isinstance(chunk_size, int) or not 1 <= chunk_size <= MAX_CHUNK:
+            raise ValueError(f"cbrtgrad: chunk_size must be an int in [1, {MAX_CHUNK}]")
+        self._path = path
+        self.chunk_size = chunk_size
+        # Loaded libraries by path (the setting may change between calls in tests).
+        self._libraries: dict[str, _Library] = {}
+
+    @property
+    def path(self) -> str:
+        """The library this backend loads."""
+        return self._path or _config.settings().accelerate_path
+
+    def _library(self) -> _Library:
+        path = self.path
+        found = self._libraries.get(path)
+        if found is None:
+            found = self._libraries[path] = _load(path)
+        return found
+
+    def availability(self) -> Availability:
+        path = self.path
+        if sys.platform != "darwin" and path == _config.ACCELERATE_DEFAULT:
+            return Availability(
+                False,
+                "not macOS: Apple's Accelerate framework exists only there "
+                "(CBRTGRAD_ACCELERATE may name another library exporting vvcbrtf/vvcbrt)",
+            )
+        library = self._library()
+        if library.error:
+            return Availability(False, library.error)
+        return Availability(True, f"vForce vvcbrtf/vvcbrt from {path}")
+
+    def accepts(self, x: Any) -> bool:
+        return not is_device_array(x)
+
+    def _functions(self) -> dict[np.dtype, Any]:
+        library = self._library()
+        if library.error:
+            raise RuntimeError(f"cbrtgrad: backend 'accelerate' is unavailable: {library.error}")
+        return library.functions
+
+    def _vforce(self, dtype: np.dtype) -> Any:
+        function = self._functions()[dtype]
+        pointer = ctypes.POINTER(_CTYPES[dtype])
+        chunk = self.chunk_size
+
+        def run(x: np.ndarray, y: np.ndarray) -> None:
+            for start in range(0, x.shape[0], chunk):
+                xs = x[start : start + chunk]
+                count = ctypes.c_int(xs.shape[0])
+                function(
+                    y[start : start + chunk].ctypes.data_as(pointer),
+                    xs.ctypes.data_as(pointer),
+                    ctypes.byref(count),
+                )
+
+        return run
+
+    @staticmethod
+    def _compute_dtype(x: Any, dtype: Any) -> np.dtype:
+        if dtype is None:
+            return _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
+        requested = _dtypes.requested_dtype(dtype)
+        assert requested is not None
+        return requested
+
+    def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
+        compute = self._compute_dtype(x, dtype)
+        return apply_elementwise(self._vforce(compute), (x,), compute, out, where)
+
+    def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
+        compute = _dtypes.result_dtype(g, y, argument="g, y")
+        return cpu_kernels.ufuncs().cube_root_grad(g, y, out=out, where=where, dtype=compute)
+
+    def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
+        compute = _dtypes.result_dtype(x, g, argument="x, g")
+        x, g, y, dx, _ = fused_outputs(
+            np.asarray(x, dtype=compute), np.asarray(g, dtype=compute), out
+        )
+        apply_elementwise(self._vforce(compute), (x,), compute, y)
+        cpu_kernels.ufuncs().cube_root_grad(g, y, out=dx)
+        return y, dx

@@ -1,0 +1,105 @@
+"""The ``parallel`` backend: the cpu formulas in multi-threaded ``prange`` loops.
+
+Same scalar formula as the ``cpu`` backend, so the same bits; the work is split
+over numba's threads (``NUMBA_NUM_THREADS``, ``numba.set_num_threads``).
+Worth it from about 10^6 elements, where the automatic choice starts using it
+(``CBRTGRAD_PARALLEL_MIN``); below that, thread start-up costs more than it
+saves.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from .. import _dtypes
+from ..kernels import cpu as cpu_kernels
+from ._layout import apply_elementwise, fused_outputs, is_device_array, same_view
+from ._protocol import Availability
+
+
+def _flat_path_safe(x: np.ndarray, g: np.ndarray, y: np.ndarray, dx: np.ndarray) -> bool:
+    # NOTE: read-only inputs do not match the kernels' writable signatures.
+    if not (x.flags.writeable and g.flags.writeable):
+        return False
+    # Each block computes y from x, then dx from (g, y): y may be x itself and
+    # dx may be x or g itself (element i is read before it is written); any
+    # other overlap would overwrite an input before it is read.
+    allowed = {(0, 2), (0, 3), (1, 3)}
+    arrays = (x, g, y, dx)
+    for i, j in ((0, 2), (0, 3), (1, 2), (1, 3), (2, 3)):
+        a, b = arrays[i], arrays[j]
+        if np.may_share_memory(a, b) and not ((i, j) in allowed and same_view(a, b)):
+            return False
+    return True
+
+
+class ParallelBackend:
+    """numba ``parallel=True`` loops over blocks of the vectorised cpu loops.
+
+    NOTE: numba's ``workqueue`` threading layer is not thread-safe, and two
+    parallel kernels running at once (e.g. from dask's worker threads)
+    oversubscribe the cores anyway, so calls into the parallel kernels are
+    serialised by a lock held by this backend instance.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ParallelBackend().cube_root(np.array([[-8.0, 27.0]]))
+    array([[-2.,  3.]])
+    """
+
+    name = "parallel"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def availability(self) -> Availability:
+        import numba
+
+        return Availability(True, f"numba prange loops on {numba.get_num_threads()} threads")
+
+    def accepts(self, x: Any) -> bool:
+        return not is_device_array(x)
+
+    def _locked(self, kernel: Any) -> Any:
+        def run(*arrays: np.ndarray) -> None:
+            with self._lock:
+                kernel(*arrays)
+
+        return run
+
+    def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
+        compute = _dtypes.compute_dtype(_dtypes.dtype_of(x), "x") if dtype is None else dtype
+        compute = _dtypes.requested_dtype(compute)
+        kernel = self._locked(cpu_kernels.parallel_loops().cube_root)
+        return apply_elementwise(kernel, (x,), compute, out, where)
+
+    def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
+        compute = _dtypes.result_dtype(g, y, argument="g, y")
+        kernel = self._locked(cpu_kernels.parallel_loops().cube_root_grad)
+        return apply_elementwise(kernel, (g, y), compute, out, where)
+
+    def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
+        compute = _dtypes.result_dtype(x, g, argument="x, g")
+        x = np.asarray(x, dtype=compute)
+        g = np.asarray(g, dtype=compute)
+        x, g, y, dx, flat = fused_outputs(x, g, out)
+        if flat is not None and not _flat_path_safe(*flat):
+            flat = None
+        if flat is None:
+            xc = np.array(x, dtype=compute, order="C")
+            gc = np.array(g, dtype=compute, order="C")
+            yc = np.empty(x.shape, compute)
+            dxc = np.empty(x.shape, compute)
+            if xc.size:
+                self._locked(cpu_kernels.parallel_loops().cube_root_and_grad)(
+                    xc.reshape(-1), gc.reshape(-1), yc.reshape(-1), dxc.reshape(-1)
+                )
+            np.copyto(y, yc)
+            np.copyto(dx, dxc)
+        elif flat[0].size:
+            self._locked(cpu_kernels.parallel_loops().cube_root_and_grad)(*flat)
+        return y, dx

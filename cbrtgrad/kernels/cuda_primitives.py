@@ -1,0 +1,116 @@
+"""The primitives of :mod:`cbrtgrad.kernels.formulas` for CUDA and its simulator.
+
+On a GPU they are libdevice functions: ``__nv_fma`` (the exact ``fma.rn.f64``
+instruction) and the four bit casts, which compile to register moves.
+
+Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) device functions are
+plain Python run on numpy scalars, so the primitives are Python too: bit casts
+through ``numpy.ndarray.view`` and an exact fused multiply-add through
+rational arithmetic. The formulas then execute the same IEEE operations, in
+the same order, as on the CPU and the GPU, which is what lets CI check the
+CUDA kernels bit for bit without a GPU.
+
+NOTE: numba-cuda's simulator has no ``cuda.fma`` and no libdevice, and its
+``cuda.cbrt`` is ``a ** (1/3)`` (nan for negatives); nothing here uses it.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+
+def simulating() -> bool:
+    """Whether numba's CUDA target is the simulator (``NUMBA_ENABLE_CUDASIM=1``).
+
+    Examples
+    --------
+    >>> isinstance(simulating(), bool)
+    True
+    """
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def exact_fma(a: Any, b: Any, c: Any) -> np.float64:
+    """``a * b + c`` rounded once, to nearest even, in float64 (pure Python).
+
+    NOTE: Python < 3.13 has no ``math.fma``. ``Fraction`` arithmetic is exact
+    and ``float(Fraction)`` is correctly rounded (integer true division), so
+    the result is the IEEE fused multiply-add. Non-finite operands and exact
+    zeros follow IEEE rules explicitly, since ``Fraction`` has neither.
+
+    Examples
+    --------
+    >>> float(exact_fma(0.1, 10.0, -1.0))  # the rounding error of 0.1 * 10
+    5.551115123125783e-17
+    >>> str(exact_fma(-0.0, 1.0, -0.0)), str(exact_fma(1.0, 1.0, -1.0))
+    ('-0.0', '0.0')
+    """
+    fa, fb, fc = float(a), float(b), float(c)
+    if not (math.isfinite(fa) and math.isfinite(fb) and math.isfinite(fc)):
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.float64(fa) * np.float64(fb) + np.float64(fc)
+    exact = Fraction(fa) * Fraction(fb) + Fraction(fc)
+    if exact == 0:
+        # IEEE: an exact zero sum is +0 unless both addends are zeros of the
+        # same sign; a*b is then an exact zero, so the float sum is exact.
+        return np.float64(0.0) if fc != 0.0 else np.float64(fa * fb + fc)
+    try:
+        return np.float64(float(exact))
+    except OverflowError:
+        return np.float64(math.copysign(math.inf, exact))
+
+
+def _f64_as_i64(x: Any) -> np.int64:
+    return np.array(x, dtype=np.float64).view(np.int64)[()]
+
+
+def _i64_as_f64(i: Any) -> np.float64:
+    return np.array(i, dtype=np.int64).view(np.float64)[()]
+
+
+def _f32_as_i32(x: Any) -> np.int32:
+    return np.array(x, dtype=np.float32).view(np.int32)[()]
+
+
+def _i32_as_f32(i: Any) -> np.float32:
+    return np.array(i, dtype=np.int32).view(np.float32)[()]
+
+
+SIMULATOR_PRIMITIVES = SimpleNamespace(
+    fma=exact_fma,
+    f64_as_i64=_f64_as_i64,
+    i64_as_f64=_i64_as_f64,
+    f32_as_i32=_f32_as_i32,
+    i32_as_f32=_i32_as_f32,
+)
+
+
+def device_primitives() -> SimpleNamespace:
+    """The libdevice primitives for real CUDA kernels (needs numba-cuda)."""
+    from numba.cuda import libdevice
+
+    return SimpleNamespace(
+        fma=libdevice.fma,
+        f64_as_i64=libdevice.double_as_longlong,
+        i64_as_f64=libdevice.longlong_as_double,
+        f32_as_i32=libdevice.float_as_int,
+        i32_as_f32=libdevice.int_as_float,
+    )
+
+
+def cuda_primitives() -> SimpleNamespace:
+    """The primitives for the CUDA target in use: the simulator's or libdevice's.
+
+    Examples
+    --------
+    >>> bool(cuda_primitives().f64_as_i64(1.0) == 0x3FF0000000000000) or not simulating()
+    True
+    """
+    return SIMULATOR_PRIMITIVES if simulating() else device_primitives()

@@ -1,0 +1,132 @@
+"""The parallel backend: bit for bit the cpu backend, with numpy ufunc semantics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cbrtgrad
+from cbrtgrad.backends import get_backend
+
+from ._cases import DTYPES, cases, same_bits
+
+cpu = get_backend("cpu")
+par = get_backend("parallel")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_case_table_same_bits_as_cpu(dtype):
+    x = cases(dtype, 20_000)
+    g = cases(dtype, 20_000)[::-1].copy()
+    with np.errstate(all="ignore"):
+        y = cpu.cube_root(x)
+        assert same_bits(par.cube_root(x), y)
+        assert same_bits(par.cube_root_grad(g, y), cpu.cube_root_grad(g, y))
+        ours = par.cube_root_and_grad(x, g)
+        ref = cpu.cube_root_and_grad(x, g)
+    assert same_bits(ours[0], ref[0]) and same_bits(ours[1], ref[1])
+
+
+def _layouts():
+    base = np.linspace(-50.0, 50.0, 60).reshape(6, 10)
+    yield "c", base
+    yield "fortran", np.asfortranarray(base)
+    yield "strided", base[::2, ::3]
+    yield "reversed", base[::-1]
+    yield "0-d", np.array(-8.0)
+    yield "empty", np.empty((0, 3))
+    yield "float16", base.astype(np.float16)
+    yield "int", np.arange(-5, 20)
+    yield "bool", np.array([True, False])
+    yield "list", [[1.0, -8.0], [27.0, 0.0]]
+    yield "scalar", -27.0
+    ro = base.copy()
+    ro.flags.writeable = False
+    yield "read-only", ro
+
+
+@pytest.mark.parametrize("name, x", list(_layouts()), ids=[n for n, _ in _layouts()])
+def test_layouts_like_the_cpu_ufunc(name, x):
+    ours = cbrtgrad.cbrt(x, backend="parallel")
+    ref = cbrtgrad.cbrt(x, backend="cpu")
+    assert type(ours) is type(ref)
+    assert same_bits(ours, ref)
+    g = np.ones_like(np.asarray(x), dtype=np.asarray(ref).dtype)
+    with np.errstate(divide="ignore"):
+        assert same_bits(
+            cbrtgrad.cbrt_grad(g, ref, backend="parallel"),
+            cbrtgrad.cbrt_grad(g, ref, backend="cpu"),
+        )
+        a = cbrtgrad.cbrt_and_grad(x, g, backend="parallel")
+        b = cbrtgrad.cbrt_and_grad(x, g, backend="cpu")
+    assert same_bits(a[0], b[0]) and same_bits(a[1], b[1])
+
+
+def test_broadcasting_out_and_where():
+    x = np.array([1.0, 8.0, -27.0])
+    out = np.full((2, 3), 7.0)
+    where = np.array([[True, False, True], [False, True, True]])
+    # NOTE: the cpu backend's numba ufunc rejects where= with out= (numpy's
+    # "ARRAYMASK" error), so the reference is built from its unmasked result.
+    ref = np.where(where, cpu.cube_root(np.broadcast_to(x, (2, 3)).copy()), 7.0)
+    assert par.cube_root(x, out=out, where=where) is out
+    assert same_bits(out, ref)
+    # out of another float dtype is cast 'same_kind', as by a ufunc.
+    out32 = np.empty(3, np.float32)
+    par.cube_root(x, out=out32)
+    assert same_bits(out32, np.cbrt(x).astype(np.float32))
+    # g broadcast against y
+    y = cpu.cube_root(np.array([[1.0, 8.0], [27.0, 64.0]]))
+    assert same_bits(par.cube_root_grad(2.0, y), cpu.cube_root_grad(2.0, y))
+    assert same_bits(par.cube_root_grad(np.ones(2), y), cpu.cube_root_grad(np.ones(2), y))
+
+
+def test_in_place_and_overlap():
+    x = np.linspace(-30.0, 30.0, 101)
+    ref = cpu.cube_root(x)
+    a = x.copy()
+    par.cube_root(a, out=a)
+    assert same_bits(a, ref)
+    b = x.copy()
+    par.cube_root(b[:-1], out=b[1:])  # partial overlap: numpy semantics, as if copied first
+    assert same_bits(b[1:], ref[:-1])
+    xs, gs = x.copy(), np.ones_like(x)
+    ys, dxs = par.cube_root_and_grad(xs, gs, out=(xs, gs))
+    assert ys is xs and dxs is gs
+    assert same_bits(xs, ref) and same_bits(gs, cpu.cube_root_grad(np.ones_like(x), ref))
+    x2, g2 = x.copy(), np.ones_like(x)
+    par.cube_root_and_grad(x2, g2, out=(g2, x2))  # swapped: must not read what it overwrote
+    assert same_bits(g2, ref) and same_bits(x2, cpu.cube_root_grad(np.ones_like(x), ref))
+
+
+def test_dtype_keyword():
+    x = np.array([8.0, 2.0])
+    assert same_bits(par.cube_root(x, dtype=np.float32), cpu.cube_root(x, dtype=np.float32))
+    assert par.cube_root(x.astype(np.float16)).dtype == np.float32
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"out has shape \(4,\); the operands broadcast to \(3,\)"):
+        par.cube_root(np.ones(3), out=np.empty(4))
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        par.cube_root_grad(np.ones(3), np.ones(4))
+    with pytest.raises(TypeError, match="cannot write a float64 result into out of dtype int64"):
+        par.cube_root(np.ones(3), out=np.empty(3, np.int64))
+    with pytest.raises(TypeError, match="out must be a numpy.ndarray"):
+        par.cube_root(np.ones(3), out=[0.0, 0.0, 0.0])
+    with pytest.raises(TypeError, match="where must be a bool array"):
+        par.cube_root(np.ones(3), where=np.ones(3))
+    ro = np.empty(3)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="out is read-only"):
+        par.cube_root(np.ones(3), out=ro)
+    with pytest.raises(TypeError, match="complex128"):
+        cbrtgrad.cbrt(np.ones(3, complex), backend="parallel")
+    with pytest.raises(TypeError, match=r"out\[y\] has dtype float32; expected float64"):
+        par.cube_root_and_grad(np.ones(3), np.ones(3), out=(np.empty(3, np.float32), np.empty(3)))
+
+
+def test_threads_follow_numba_settings():
+    import numba
+
+    assert str(numba.get_num_threads()) in par.availability().reason
