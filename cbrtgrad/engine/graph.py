@@ -7,11 +7,13 @@ are freed when the walk is done unless ``retain_graph``.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
 from . import grad_mode
+from . import tensor as _tensor_module
 from .node import Node
 from .tensor import Tensor
 
@@ -94,7 +96,6 @@ def run_backward(
     deps = _dependencies(start, stop)
     ready = [node for node in start if deps[node] == 0]
     anomaly = grad_mode.anomaly_enabled()
-    visited: list[Node] = []
     while ready:
         node = ready.pop()
         g = grads.pop(node)
@@ -112,8 +113,9 @@ def run_backward(
         out = node.grad_graph(g) if create_graph else node.grad_formula(g)
         if anomaly:
             _check_anomaly(node, g, out)
-        visited.append(node)
-        for edge, gi in zip(node.next_functions, out, strict=True):
+        if not retain_graph:
+            node.release()  # this walk will not come back to it
+        for edge, gi in zip(node.next_functions, out):
             if edge is None or gi is None:
                 continue
             if isinstance(edge, Node):
@@ -124,10 +126,8 @@ def run_backward(
                 if left == 0:
                     ready.append(edge)
             else:
-                leaves[edge] = _add(leaves.get(edge), gi)
-    if not retain_graph:
-        for node in visited:
-            node.release()
+                prev = leaves.get(edge)
+                leaves[edge] = gi if prev is None else prev + gi
     return leaves
 
 
@@ -138,7 +138,9 @@ def _seed(root: Tensor, gradient: Any, create_graph: bool) -> Any:
                 f"cbrtgrad: backward() without gradient= needs a tensor of one element; this "
                 f"one has shape {root.shape}: pass gradient= (an array of that shape)"
             )
-        seed: Any = np.ones(root.shape, root.dtype)
+        seed: Any = np.array(1, root.dtype)
+        if root.shape:
+            seed = seed.reshape(root.shape)
     else:
         seed = gradient if isinstance(gradient, Tensor) else np.asarray(gradient)
         if seed.dtype.kind != "f":
@@ -250,3 +252,7 @@ def grad_of(
             )
         result.append(g)
     return result
+
+
+# Tensor.backward calls ``backward`` through this binding (no import cycle).
+_tensor_module._graph = sys.modules[__name__]

@@ -38,7 +38,9 @@ class Node:
     _checks: tuple[tuple[_Version, int], ...]
     released: bool
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, **params: Any) -> None:
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
         """Keep what ``vjp`` needs; the default saves the inputs if ``saves_input``."""
         if self.saves_input:
             self.saved = inputs
@@ -104,7 +106,12 @@ def expand(g: Any, shape: tuple[int, ...]) -> Any:
         from .ops import broadcast_to
 
         return broadcast_to(g, shape)
-    return np.broadcast_to(g, shape)
+    # Materialised, not a stride-0 view: the kernels downstream vectorise only
+    # on real strides (the cube-root gradient ran 1.5x slower on a view), and
+    # a fresh array can become a leaf's .grad without a copy.
+    out = np.empty(shape, g.dtype)
+    np.copyto(out, g)
+    return out
 
 
 def reshape(g: Any, shape: tuple[int, ...]) -> Any:

@@ -9,6 +9,7 @@ public function that records it through :func:`apply`.
 from __future__ import annotations
 
 import builtins
+import math
 import sys
 from typing import Any
 
@@ -68,34 +69,40 @@ def _edge(t: Any) -> Any:
 
 def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **params: Any) -> Tensor:
     """Run op ``cls`` on ``inputs`` and record it in the graph if a gradient is needed."""
-    inputs = autocast_inputs(cls.schema, inputs)
-    arrays = [t._data if type(t) is Tensor else t for t in inputs]
+    if _autocast_enabled():
+        inputs = autocast_inputs(cls.schema, inputs)
+    record = False
+    arrays = []
+    for t in inputs:
+        if type(t) is Tensor:
+            arrays.append(t._data)
+            if t._requires_grad:
+                record = True
+        else:
+            arrays.append(t)
     data = cls.dispatch(backend, *arrays, **params)  # type: ignore[attr-defined]
     if type(data) is not np.ndarray:
         data = np.asarray(data)  # reductions return numpy scalars
-    if _grad_enabled():
-        for t in inputs:
-            if type(t) is Tensor and t._requires_grad:
-                node = cls.__new__(cls)
-                node.next_functions = tuple([_edge(t) for t in inputs])
-                node.saved = ()
-                node._checks = ()
-                node.released = False
-                out = Tensor._make(data, node)
-                node.save(inputs, out, backend=backend, **params)
-                return out
-    return Tensor._make(data, None)
+    if not record or not _grad_enabled():
+        return Tensor._make(data, None)
+    node = cls.__new__(cls)
+    node.next_functions = tuple([_edge(t) for t in inputs])
+    node.saved = ()
+    node._checks = ()
+    node.released = False
+    out = Tensor._make(data, node)
+    node.save(inputs, out, backend, params)
+    return out
 
 
 # -- cube root ----------------------------------------------------------------
-def _to_compute(*arrays: Any) -> tuple[Any, ...]:
-    # The backends take inputs already in a compute dtype (float32/float64).
-    if all(getattr(a, "dtype", None) in _NATIVE for a in arrays) and len(
-        {a.dtype for a in arrays}
-    ) == 1:
-        return arrays
-    compute = _dtypes.result_dtype(*arrays, argument=", ".join("gy"[: len(arrays)]))
-    return tuple(np.asarray(a, dtype=compute) for a in arrays)
+def _to_compute(g: Any, y: Any) -> tuple[Any, Any]:
+    # The backends take inputs already in one compute dtype (float32/float64).
+    dt = y.dtype
+    if g.dtype == dt and dt in _NATIVE:
+        return g, y
+    compute = _dtypes.result_dtype(g, y, argument="g, y")
+    return np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
 
 
 class CubeRootBackward(Node):
@@ -133,9 +140,9 @@ class CubeRootBackward(Node):
             y = y.astype(_F16)
         return y
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, **params: Any) -> None:
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
         self.result = output._data
-        self.backend = params["backend"]
+        self.backend = backend
         self._checks = ((output._version, output._version.value),)
 
     def grad_formula(self, g: Any) -> tuple[Any, ...]:
@@ -224,7 +231,7 @@ class AddBackward(Node):
     def dispatch(backend: Any, a: Any, b: Any) -> Any:
         return np.add(a, b)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, **params: Any) -> None:
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
         self.shapes = tuple(np.shape(t) for t in inputs)
 
     def grad_formula(self, g: Any) -> tuple[Any, ...]:
@@ -335,8 +342,8 @@ class PowerBackward(Node):
     def dispatch(backend: Any, a: Any, *, exponent: Any) -> Any:
         return np.power(a, exponent)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, **params: Any) -> None:
-        super().save(inputs, output)
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+        super().save(inputs, output, backend, params)
         self.exponent = params["exponent"]
 
     def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
@@ -359,7 +366,7 @@ class CastBackward(Node):
     def dispatch(backend: Any, a: Any, *, dtype: np.dtype) -> Any:
         return np.asarray(a).astype(dtype)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, **params: Any) -> None:
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
         self.in_dtype = inputs[0].dtype
 
     def grad_formula(self, g: Any) -> tuple[Any, ...]:
@@ -383,11 +390,14 @@ class SumBackward(Node):
     def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
         return np.add.reduce(a, axis=axis, keepdims=keepdims)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, **params: Any) -> None:
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
         shape = inputs[0].shape
         axis = params["axis"]
         self.in_shape = shape
-        self.kept_shape = tuple(1 if i in axis else n for i, n in enumerate(shape))
+        if axis is None:
+            self.kept_shape = (1,) * len(shape)
+        else:
+            self.kept_shape = tuple(1 if i in axis else n for i, n in enumerate(shape))
 
     def grad_formula(self, g: Any) -> tuple[Any, ...]:
         return self.vjp(g)
@@ -410,9 +420,10 @@ class MeanBackward(SumBackward):
     def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
         return np.mean(a, axis=axis, keepdims=keepdims)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, **params: Any) -> None:
-        super().save(inputs, output, **params)
-        self.count = int(np.prod([self.in_shape[i] for i in params["axis"]]))
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+        super().save(inputs, output, backend, params)
+        # Reduced axes have 1 in kept_shape (unreduced axes of length 1 add a factor 1).
+        self.count = math.prod(n for n, k in zip(self.in_shape, self.kept_shape) if k == 1)
 
     def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
         return (expand(reshape_grad(g / self.count, self.kept_shape), self.in_shape),)
@@ -430,7 +441,7 @@ class ReshapeBackward(Node):
     def dispatch(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
         return np.reshape(a, shape)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, **params: Any) -> None:
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
         self.in_shape = inputs[0].shape
 
     def grad_formula(self, g: Any) -> tuple[Any, ...]:
@@ -524,9 +535,10 @@ def cast(a: Tensor, dtype: Any) -> Tensor:
     return apply(CastBackward, (a,), dtype=dt)
 
 
-def _axes(a: Tensor, axis: Any) -> tuple[int, ...]:
+def _axes(a: Tensor, axis: Any) -> tuple[int, ...] | None:
+    # None (all axes) is kept as None: numpy's fastest reduction path.
     if axis is None:
-        return tuple(range(a.ndim))
+        return None
     return normalize_axis_tuple(axis, a.ndim, "axis")
 
 

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 #: imports this module, binds itself here when it is imported (the package's
 #: ``__init__`` imports it), so the two modules need no import cycle.
 _ops: Any = None
+#: :mod:`cbrtgrad.engine.graph`, bound the same way.
+_graph: Any = None
 
 
 class _Version:
@@ -397,9 +399,7 @@ class Tensor:
         >>> x.grad
         array([0.08333333])
         """
-        from .graph import backward
-
-        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        _graph.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
 
 
 def _no_dtype_out(name: str, dtype: Any, out: Any) -> None:
