@@ -13,7 +13,41 @@ Examples
 
 from . import backends
 from .api import cbrt, cbrt_and_grad, cbrt_grad
+from .engine import (
+    AmpPolicy,
+    CubeRootBackward,
+    GradcheckError,
+    OpSchema,
+    Tensor,
+    autocast,
+    detect_anomaly,
+    enable_grad,
+    grad,
+    gradcheck,
+    gradgradcheck,
+    no_grad,
+    value_and_grad,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "backends", "cbrt", "cbrt_and_grad", "cbrt_grad"]
+__all__ = [
+    "AmpPolicy",
+    "CubeRootBackward",
+    "GradcheckError",
+    "OpSchema",
+    "Tensor",
+    "__version__",
+    "autocast",
+    "backends",
+    "cbrt",
+    "cbrt_and_grad",
+    "cbrt_grad",
+    "detect_anomaly",
+    "enable_grad",
+    "grad",
+    "gradcheck",
+    "gradgradcheck",
+    "no_grad",
+    "value_and_grad",
+]

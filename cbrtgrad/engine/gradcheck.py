@@ -1,0 +1,204 @@
+"""Finite-difference checks of the engine's gradients: ``gradcheck``, ``gradgradcheck``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import grad_mode
+from .graph import grad_of
+from .tensor import Tensor
+
+_F64 = np.dtype(np.float64)
+
+
+class GradcheckError(RuntimeError):
+    """An analytic gradient disagrees with finite differences."""
+
+
+def _as_inputs(inputs: Any) -> list[Tensor]:
+    items = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
+    tensors = []
+    for i, item in enumerate(items):
+        array = item._data if isinstance(item, Tensor) else np.asarray(item)
+        if array.dtype != _F64:
+            raise TypeError(
+                f"cbrtgrad: gradcheck input {i} has dtype {array.dtype}; expected float64 "
+                "(finite differences with eps=1e-6 need double precision)"
+            )
+        tensors.append(Tensor(np.array(array, copy=True), requires_grad=True))
+    return tensors
+
+
+def _outputs(f: Callable[..., Any], args: list[Any]) -> list[Tensor]:
+    out = f(*args)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    for k, o in enumerate(outs):
+        if not isinstance(o, Tensor):
+            raise TypeError(f"cbrtgrad: gradcheck: output {k} of f is {type(o).__name__}, not a Tensor")
+    return outs
+
+
+def _check_tolerances(eps: float, atol: float, rtol: float) -> None:
+    for name, value in (("eps", eps), ("atol", atol), ("rtol", rtol)):
+        if not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+            raise ValueError(f"cbrtgrad: gradcheck {name} must be a finite number >= 0, got {value!r}")
+    if eps == 0:
+        raise ValueError("cbrtgrad: gradcheck eps must be > 0")
+
+
+def gradcheck(
+    f: Callable[..., Any],
+    inputs: Any,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+) -> bool:
+    """Compare the engine's Jacobian of ``f`` with central finite differences.
+
+    Every element of every output is back-propagated (one backward each) and
+    every element of every input perturbed by ``±eps``; the check passes where
+    ``|analytic - numeric| <= atol + rtol * |numeric|`` everywhere.
+
+    Parameters
+    ----------
+    f : callable
+        Takes Tensors, returns a Tensor or a tuple of Tensors.
+    inputs : array_like or tuple of array_like
+        float64 points to check at (Tensors or arrays; they are copied).
+    eps, atol, rtol : float
+        Step and tolerances (PyTorch's defaults).
+    raise_exception : bool, default True
+        Raise :class:`GradcheckError` on a mismatch (else return False).
+
+    Returns
+    -------
+    bool
+        True when every entry agrees.
+
+    Raises
+    ------
+    GradcheckError
+        Naming the output, input, index and both values, on a mismatch.
+    TypeError
+        For a non-float64 input.
+    ValueError
+        For a negative or non-finite tolerance, or ``eps = 0``.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> cg.gradcheck(lambda x: cg.cbrt(x) * x, (np.array([-8.0, 0.5, 3.0]),))
+    True
+    """
+    _check_tolerances(eps, atol, rtol)
+    xs = _as_inputs(inputs)
+    with grad_mode.enable_grad():
+        outs = _outputs(f, list(xs))
+    # Analytic Jacobian, one row per output element.
+    analytic = []
+    for k, out in enumerate(outs):
+        rows = np.zeros((out.size, sum(x.size for x in xs)))
+        for j in range(out.size):
+            seed = np.zeros(out.shape, _F64 if out.dtype.kind != "f" else out.dtype)
+            seed.reshape(-1)[j] = 1.0
+            grads = grad_of(out, xs, seed, retain_graph=True)
+            rows[j] = np.concatenate([np.asarray(g, _F64).reshape(-1) for g in grads])
+        analytic.append((k, rows))
+    # Numerical Jacobian, one column per input element.
+    offset = 0
+    for i, x in enumerate(xs):
+        flat = x._data.reshape(-1)
+        for m in range(x.size):
+            original = flat[m]
+            flat[m] = original + eps
+            with grad_mode.no_grad():
+                plus = [np.array(o._data, _F64) for o in _outputs(f, list(xs))]
+            flat[m] = original - eps
+            with grad_mode.no_grad():
+                minus = [np.array(o._data, _F64) for o in _outputs(f, list(xs))]
+            flat[m] = original
+            for (k, rows), p, q in zip(analytic, plus, minus, strict=True):
+                numeric = (p - q).reshape(-1) / (2 * eps)
+                got = rows[:, offset + m]
+                bad = ~(np.abs(got - numeric) <= atol + rtol * np.abs(numeric))
+                if bad.any():
+                    j = int(np.argmax(bad))
+                    if not raise_exception:
+                        return False
+                    raise GradcheckError(
+                        f"cbrtgrad: gradcheck failed for output {k} element {j} with respect to "
+                        f"input {i} element {m}: analytic {got[j]!r}, numerical {numeric[j]!r} "
+                        f"(atol={atol}, rtol={rtol})"
+                    )
+        offset += x.size
+    return True
+
+
+def gradgradcheck(
+    f: Callable[..., Any],
+    inputs: Any,
+    grad_outputs: Any = None,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    seed: int = 0,
+    raise_exception: bool = True,
+) -> bool:
+    """Check second derivatives: :func:`gradcheck` of ``f``'s vector-Jacobian product.
+
+    The backward of ``f`` is recorded (``create_graph=True``) and checked
+    against finite differences with respect to both the inputs and the
+    upstream gradients ``grad_outputs``.
+
+    Parameters
+    ----------
+    f, inputs, eps, atol, rtol, raise_exception
+        As for :func:`gradcheck`.
+    grad_outputs : array_like or tuple, optional
+        Upstream gradients, one per output of ``f`` (default: random normal,
+        from ``numpy.random.default_rng(seed)``).
+    seed : int, default 0
+        Seed for the default ``grad_outputs``.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> cg.gradgradcheck(cg.cbrt, (np.array([-8.0, 0.5, 3.0]),))
+    True
+    """
+    xs = _as_inputs(inputs)
+    n = len(xs)
+    with grad_mode.enable_grad():
+        outs = _outputs(f, list(xs))
+    if grad_outputs is None:
+        rng = np.random.default_rng(seed)
+        gos = [rng.standard_normal(o.shape) for o in outs]
+    else:
+        gos = [t._data if isinstance(t, Tensor) else np.asarray(t) for t in _as_inputs(grad_outputs)]
+        if len(gos) != len(outs):
+            raise ValueError(
+                f"cbrtgrad: gradgradcheck got {len(gos)} grad_outputs for {len(outs)} outputs of f"
+            )
+
+    def vjp(*args: Tensor) -> tuple[Tensor, ...]:
+        points, upstream = list(args[:n]), list(args[n:])
+        results = [Tensor._make(np.zeros(p.shape), None) for p in points]
+        for out, go in zip(_outputs(f, points), upstream, strict=True):
+            grads = grad_of(out, points, go, create_graph=True)
+            results = [r + g for r, g in zip(results, grads, strict=True)]
+        return tuple(results)
+
+    return gradcheck(
+        vjp, (*[x._data for x in xs], *gos), eps=eps, atol=atol, rtol=rtol,
+        raise_exception=raise_exception,
+    )

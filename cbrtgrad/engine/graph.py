@@ -1,0 +1,258 @@
+"""The backward pass: an iterative topological walk over the recorded nodes.
+
+No recursion (a graph 10^5 nodes deep is fine); gradients are accumulated per
+node in a dict until every consumer of the node has contributed; saved values
+are freed when the walk is done unless ``retain_graph``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from . import grad_mode
+from . import tensor as _tensor_module
+from .node import Node
+from .tensor import Tensor
+
+
+def _dependencies(start: list[Node], stop: set[Any]) -> dict[Node, int]:
+    """For each node reachable from ``start``, how many reachable edges point at it."""
+    deps: dict[Node, int] = {node: 0 for node in start}
+    stack = list(start)
+    while stack:
+        node = stack.pop()
+        if node in stop:
+            continue  # an input of a functional grad: do not walk past it
+        for edge in node.next_functions:
+            if isinstance(edge, Node):
+                if edge in deps:
+                    deps[edge] += 1
+                else:
+                    deps[edge] = 1
+                    stack.append(edge)
+    return deps
+
+
+def _all_finite(value: Any) -> bool:
+    array = value._data if isinstance(value, Tensor) else value
+    if isinstance(array, (np.ndarray, np.generic)) and array.dtype.kind in "fc":
+        return bool(np.isfinite(array).all())
+    return True
+
+
+def _check_anomaly(node: Node, g: Any, grads: tuple[Any, ...]) -> None:
+    if not _all_finite(g) or not all(_all_finite(v) for v in node.saved_values()):
+        return  # non-finite in, non-finite out: not the node's fault
+    for i, gi in enumerate(grads):
+        if gi is None or _all_finite(gi):
+            continue
+        array = np.asarray(gi._data if isinstance(gi, Tensor) else gi)
+        index = tuple(int(k) for k in np.argwhere(~np.isfinite(array))[0])
+        raise FloatingPointError(
+            f"cbrtgrad: {type(node).__name__} returned a non-finite gradient ({array[index]}) "
+            f"for input {i} at index {index}, from a finite incoming gradient and finite "
+            "saved values (detect_anomaly is on)"
+        )
+
+
+def _add(prev: Any, new: Any) -> Any:
+    return new if prev is None else prev + new
+
+
+def run_backward(
+    roots: list[Tensor],
+    seeds: list[Any],
+    *,
+    retain_graph: bool,
+    create_graph: bool,
+    inputs: list[Tensor] | None = None,
+) -> dict[Any, Any]:
+    """Propagate ``seeds`` from ``roots`` to the leaves (or to ``inputs``).
+
+    Returns a dict from each leaf reached (or, with ``inputs``, from each
+    input's leaf tensor or node) to its gradient: ndarrays, or Tensors when
+    ``create_graph``.
+    """
+    stop: set[Any] = set()
+    if inputs is not None:
+        stop = {t.grad_fn for t in inputs if t.grad_fn is not None}
+    grads: dict[Node, Any] = {}
+    leaves: dict[Any, Any] = {}
+    start: list[Node] = []
+    for root, seed in zip(roots, seeds, strict=True):
+        fn = root.grad_fn
+        if fn is None:
+            if root._requires_grad:
+                leaves[root] = _add(leaves.get(root), seed)
+            continue
+        if fn in grads:
+            grads[fn] = grads[fn] + seed
+        else:
+            grads[fn] = seed
+            start.append(fn)
+    deps = _dependencies(start, stop)
+    ready = [node for node in start if deps[node] == 0]
+    anomaly = grad_mode.anomaly_enabled()
+    while ready:
+        node = ready.pop()
+        g = grads.pop(node)
+        if node in stop:
+            leaves[node] = g
+            continue
+        if node.released:
+            raise RuntimeError(
+                f"cbrtgrad: trying to backward through the graph a second time: the values "
+                f"saved by {type(node).__name__} were freed by the first backward; pass "
+                "retain_graph=True to that backward to keep them"
+            )
+        if node._checks:
+            node.check_versions()
+        out = node.grad_graph(g) if create_graph else node.grad_formula(g)
+        if anomaly:
+            _check_anomaly(node, g, out)
+        if not retain_graph:
+            node.release()  # this walk will not come back to it
+        for edge, gi in zip(node.next_functions, out):
+            if edge is None or gi is None:
+                continue
+            if isinstance(edge, Node):
+                prev = grads.get(edge)
+                grads[edge] = gi if prev is None else prev + gi
+                left = deps[edge] - 1
+                deps[edge] = left
+                if left == 0:
+                    ready.append(edge)
+            else:
+                prev = leaves.get(edge)
+                leaves[edge] = gi if prev is None else prev + gi
+    return leaves
+
+
+def _seed(root: Tensor, gradient: Any, create_graph: bool) -> Any:
+    if gradient is None:
+        if root._data.size != 1:
+            raise RuntimeError(
+                f"cbrtgrad: backward() without gradient= needs a tensor of one element; this "
+                f"one has shape {root.shape}: pass gradient= (an array of that shape)"
+            )
+        seed: Any = np.array(1, root.dtype)
+        if root.shape:
+            seed = seed.reshape(root.shape)
+    else:
+        seed = gradient if isinstance(gradient, Tensor) else np.asarray(gradient)
+        if seed.dtype.kind != "f":
+            raise TypeError(f"cbrtgrad: gradient must have a float dtype, got {seed.dtype}")
+        if seed.shape != root.shape:
+            raise ValueError(
+                f"cbrtgrad: gradient has shape {seed.shape}; expected {root.shape} (the "
+                "tensor's shape)"
+            )
+        if isinstance(seed, Tensor) and not create_graph:
+            seed = seed._data
+    if create_graph and not isinstance(seed, Tensor):
+        seed = Tensor._make(seed, None)
+    return seed
+
+
+def _check_root(root: Any) -> None:
+    if not isinstance(root, Tensor):
+        raise TypeError(f"cbrtgrad: can only differentiate a Tensor, got {type(root).__name__}")
+
+
+def backward(
+    root: Tensor, gradient: Any, *, retain_graph: bool | None, create_graph: bool
+) -> None:
+    """``Tensor.backward``: accumulate into the leaves' ``.grad``."""
+    if not root._requires_grad:
+        raise RuntimeError(
+            "cbrtgrad: backward() on a tensor that does not require grad (no input of its "
+            "graph has requires_grad=True, or it was made under no_grad)"
+        )
+    seed = _seed(root, gradient, create_graph)
+    retain = create_graph if retain_graph is None else retain_graph
+    if create_graph:
+        with grad_mode.enable_grad():
+            leaves = run_backward([root], [seed], retain_graph=retain, create_graph=True)
+    else:
+        leaves = run_backward([root], [seed], retain_graph=retain, create_graph=False)
+    assigned: set[int] = set()
+    for leaf, g in leaves.items():
+        _accumulate(leaf, g, fresh=g is not gradient and id(g) not in assigned)
+        assigned.add(id(g))
+
+
+def _accumulate(leaf: Tensor, g: Any, *, fresh: bool) -> None:
+    if isinstance(g, Tensor):
+        if g.dtype != leaf.dtype:
+            g = g.astype(leaf.dtype)
+        prev = leaf.grad
+        leaf.grad = g if prev is None else (prev if isinstance(prev, Tensor) else Tensor(prev)) + g
+        return
+    if g.shape != leaf.shape:
+        g = np.broadcast_to(g, leaf.shape)
+    if g.dtype != leaf.dtype:
+        g = g.astype(leaf.dtype)
+    elif not fresh or g.base is not None or not g.flags.writeable:
+        # Never hand out an array that aliases another gradient or a view.
+        g = g.copy()
+    prev = leaf.grad
+    if prev is None:
+        leaf.grad = g
+    else:
+        leaf.grad = (prev._data if isinstance(prev, Tensor) else prev) + g
+
+
+def grad_of(
+    output: Tensor,
+    inputs: list[Tensor],
+    grad_output: Any = None,
+    *,
+    create_graph: bool = False,
+    retain_graph: bool | None = None,
+) -> list[Any]:
+    """Gradients of ``output`` with respect to ``inputs``, without touching ``.grad``.
+
+    Inputs not reached get zeros. With ``create_graph`` the results are
+    Tensors with a graph of their own.
+    """
+    _check_root(output)
+    retain = create_graph if retain_graph is None else retain_graph
+    result: list[Any] = []
+    if not output._requires_grad:
+        leaves: dict[Any, Any] = {}
+    else:
+        seed = _seed(output, grad_output, create_graph)
+        if create_graph:
+            with grad_mode.enable_grad():
+                leaves = run_backward(
+                    [output], [seed], retain_graph=retain, create_graph=True, inputs=inputs
+                )
+        else:
+            leaves = run_backward(
+                [output], [seed], retain_graph=retain, create_graph=False, inputs=inputs
+            )
+    for t in inputs:
+        key = t.grad_fn if t.grad_fn is not None else t
+        g = leaves.get(key)
+        if g is None:
+            zeros = np.zeros(t.shape, t.dtype)
+            g = Tensor._make(zeros, None) if create_graph else zeros
+        elif isinstance(g, Tensor):
+            if g.dtype != t.dtype:
+                g = g.astype(t.dtype)
+        else:
+            g = np.asarray(g)
+            if g.shape != t.shape:
+                g = np.broadcast_to(g, t.shape)
+            g = np.array(g, dtype=t.dtype, copy=True) if g.base is not None else g.astype(
+                t.dtype, copy=False
+            )
+        result.append(g)
+    return result
+
+
+# Tensor.backward calls ``backward`` through this binding (no import cycle).
+_tensor_module._graph = sys.modules[__name__]

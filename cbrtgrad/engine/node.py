@@ -1,0 +1,125 @@
+"""The graph node base class: what every op's ``...Backward`` class shares."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .schema import OpSchema
+from .tensor import Tensor, _Version
+
+
+class Node:
+    """One recorded op: its edges to the inputs' nodes and the values it saved.
+
+    Subclasses (one per op, in :mod:`cbrtgrad.engine.ops`) declare the class
+    data ``schema``, ``saves_input`` and ``saves_output``, a static
+    ``dispatch`` (the forward), ``save`` and a vector-Jacobian product
+    ``vjp(g, *saved)`` written with operators that work on ndarrays and on
+    Tensors alike, so the same formula serves the plain backward (arrays) and
+    the differentiable one (``create_graph=True``, Tensors).
+
+    Attributes
+    ----------
+    next_functions : tuple
+        Per input: the input's ``Node``, the input itself for a leaf that
+        requires grad, or ``None`` (constant, or no grad needed).
+    """
+
+    __slots__ = ("next_functions", "saved", "_checks", "released")
+
+    schema: ClassVar[OpSchema]
+    saves_input: ClassVar[bool] = False
+    saves_output: ClassVar[bool] = False
+
+    next_functions: tuple[Any, ...]
+    saved: tuple[Any, ...]
+    _checks: tuple[tuple[_Version, int], ...]
+    released: bool
+
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
+        """Keep what ``vjp`` needs; the default saves the inputs if ``saves_input``."""
+        if self.saves_input:
+            self.saved = inputs
+            self._checks = tuple((t._version, t._version.value) for t in inputs if type(t) is Tensor)
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        """Gradients with respect to each input (``None`` where not needed)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no vjp")
+
+    def grad_formula(self, g: Any) -> tuple[Any, ...]:
+        """The plain backward: ndarrays in, ndarrays out."""
+        return self.vjp(g, *[t._data if type(t) is Tensor else t for t in self.saved])
+
+    def grad_graph(self, g: Tensor) -> tuple[Any, ...]:
+        """The differentiable backward, built from engine ops."""
+        return self.vjp(g, *self.saved)
+
+    def saved_values(self) -> tuple[Any, ...]:
+        """The saved arrays (for anomaly mode)."""
+        return tuple(t._data if type(t) is Tensor else t for t in self.saved)
+
+    def check_versions(self) -> None:
+        """Raise if a saved tensor was written in place after the forward."""
+        for version, expected in self._checks:
+            if version.value != expected:
+                raise RuntimeError(
+                    f"cbrtgrad: a value saved by {type(self).__name__} (op "
+                    f"{self.schema.name!r}) was modified in place after the forward: it is at "
+                    f"version {version.value}; expected version {expected} instead. "
+                    "Do not write into tensors needed for the gradient (or use a copy)."
+                )
+
+    def release(self) -> None:
+        """Free the saved values (after a backward without ``retain_graph``)."""
+        self.saved = ()
+        self._checks = ()
+        self.released = True
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+
+def reduce_to(g: Any, shape: tuple[int, ...]) -> Any:
+    """Sum a broadcast gradient back to an input's ``shape`` (array or Tensor)."""
+    if g.shape == shape:
+        return g
+    if isinstance(g, Tensor):
+        from .ops import sum_to
+
+        return sum_to(g, shape)
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1
+    )
+    return np.add.reduce(g, axis=axes, keepdims=True).reshape(shape)
+
+
+def expand(g: Any, shape: tuple[int, ...]) -> Any:
+    """Broadcast a gradient to ``shape`` (array or Tensor)."""
+    if g.shape == shape:
+        return g
+    if isinstance(g, Tensor):
+        from .ops import broadcast_to
+
+        return broadcast_to(g, shape)
+    # Materialised, not a stride-0 view: the kernels downstream vectorise only
+    # on real strides (the cube-root gradient ran 1.5x slower on a view), and
+    # a fresh array can become a leaf's .grad without a copy.
+    out = np.empty(shape, g.dtype)
+    np.copyto(out, g)
+    return out
+
+
+def reshape(g: Any, shape: tuple[int, ...]) -> Any:
+    """Reshape a gradient (array or Tensor)."""
+    if g.shape == shape:
+        return g
+    if isinstance(g, Tensor):
+        from .ops import reshape as reshape_op
+
+        return reshape_op(g, shape)
+    return g.reshape(shape)

@@ -1,0 +1,589 @@
+"""Every differentiable op, each in one place: node class, schema, forward, gradient.
+
+An op is a ``...Backward`` node class holding, side by side, its
+:class:`~cbrtgrad.OpSchema` (name and AMP policy as data), what it saves, its
+forward (``dispatch``) and its vector-Jacobian product (``vjp``), plus a small
+public function that records it through :func:`apply`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import sys
+from typing import Any
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
+
+from .. import _dtypes, api
+from ..backends import _registry
+from . import grad_mode
+from . import tensor as _tensor_module
+from .node import Node, expand, reduce_to, reshape as reshape_grad
+from .schema import AmpPolicy, OpSchema
+from .tensor import Tensor
+
+_NATIVE = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+_SCALARS = (int, float, np.integer, np.floating, np.bool_, bool)
+
+_grad_enabled = grad_mode.grad_enabled
+_autocast_enabled = grad_mode.autocast_enabled
+
+
+def _operand(value: Any, name: str) -> Any:
+    """A Tensor, a real scalar or an ndarray constant; anything else is a TypeError."""
+    if isinstance(value, (Tensor, float, int)):
+        return value
+    if isinstance(value, (np.ndarray, np.generic, list, tuple)):
+        array = np.asarray(value)
+        _dtypes.compute_dtype(array.dtype, name)
+        return array
+    raise TypeError(
+        f"cbrtgrad: {name} must be a Tensor, an ndarray or a real scalar, got {type(value).__name__}"
+    )
+
+
+def autocast_inputs(schema: OpSchema, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Apply the op's AMP policy to its inputs: the one place autocast acts.
+
+    Inside :func:`cbrtgrad.autocast`, a ``FORCE_FP32`` op gets float16 inputs
+    cast to float32 by a recorded :class:`CastBackward` node (so the gradient
+    of a float16 leaf is float16 again); ``PROMOTE`` ops are left alone.
+    """
+    if schema.amp_policy is AmpPolicy.FORCE_FP32 and _autocast_enabled():
+        return tuple(
+            cast(t, _F32) if getattr(t, "dtype", None) == _F16 else t
+            for t in inputs
+        )
+    return inputs
+
+
+def _edge(t: Any) -> Any:
+    if type(t) is not Tensor or not t._requires_grad:
+        return None
+    return t.grad_fn if t.grad_fn is not None else t
+
+
+def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **params: Any) -> Tensor:
+    """Run op ``cls`` on ``inputs`` and record it in the graph if a gradient is needed."""
+    if _autocast_enabled():
+        inputs = autocast_inputs(cls.schema, inputs)
+    record = False
+    arrays = []
+    for t in inputs:
+        if type(t) is Tensor:
+            arrays.append(t._data)
+            if t._requires_grad:
+                record = True
+        else:
+            arrays.append(t)
+    data = cls.dispatch(backend, *arrays, **params)  # type: ignore[attr-defined]
+    if type(data) is not np.ndarray:
+        data = np.asarray(data)  # reductions return numpy scalars
+    if not record or not _grad_enabled():
+        return Tensor._make(data, None)
+    node = cls.__new__(cls)
+    node.next_functions = tuple([_edge(t) for t in inputs])
+    node.saved = ()
+    node._checks = ()
+    node.released = False
+    out = Tensor._make(data, node)
+    node.save(inputs, out, backend, params)
+    return out
+
+
+# -- cube root ----------------------------------------------------------------
+def _to_compute(g: Any, y: Any) -> tuple[Any, Any]:
+    # The backends take inputs already in one compute dtype (float32/float64).
+    dt = y.dtype
+    if g.dtype == dt and dt in _NATIVE:
+        return g, y
+    compute = _dtypes.result_dtype(g, y, argument="g, y")
+    return np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
+
+
+class CubeRootBackward(Node):
+    """The ``cube_root`` op: ``y = cbrt(x)``; saves the output ``y`` as ``result``.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> x = cg.Tensor(np.array([8.0]), requires_grad=True)
+    >>> y = cg.cbrt(x)
+    >>> type(y.grad_fn).__name__, y.grad_fn.result
+    ('CubeRootBackward', array([2.]))
+    >>> y.grad_fn.grad_formula(np.array([12.0]))
+    (array([1.]),)
+    """
+
+    __slots__ = ("result", "backend")
+    schema = OpSchema(name="cube_root", amp_policy=AmpPolicy.FORCE_FP32, ufunc=np.cbrt)
+    saves_input = False
+    saves_output = True
+
+    result: Any
+    backend: Any
+
+    @staticmethod
+    def dispatch(backend: Any, x: Any, *, dtype: Any = None) -> Any:
+        """Forward through ``backend.cube_root`` in the compute dtype of ``x``."""
+        dt = x.dtype
+        if dtype is None and dt not in _NATIVE:
+            dtype = _dtypes.compute_dtype(dt, "x")
+        y = backend.cube_root(x, dtype=dtype)
+        if dt == _F16:
+            # A float16 tensor stays float16 outside autocast (as in PyTorch);
+            # the kernel computed it in float32.
+            y = y.astype(_F16)
+        return y
+
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+        self.result = output._data
+        self.backend = backend
+        self._checks = ((output._version, output._version.value),)
+
+    def grad_formula(self, g: Any) -> tuple[Any, ...]:
+        # The fast kernel, from the saved output; the cube root is never re-run.
+        g, y = _to_compute(g, self.result)
+        return (self.backend.cube_root_grad(g, y),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Any, ...]:
+        # g / (3 y^2) with engine ops so that it is differentiable; ``y`` is the
+        # saved output re-attached to this node, so d/dx flows through it.
+        y = Tensor._make(self.result, self)
+        y._version = self._checks[0][0]
+        return (g / (y * y * 3.0),)
+
+    def saved_values(self) -> tuple[Any, ...]:
+        return (self.result,)
+
+    def release(self) -> None:
+        self.result = None
+        self.backend = None
+        super().release()
+
+
+def cbrt(
+    x: Any, /, out: Any = None, *, where: Any = True, dtype: Any = None, backend: Any = None
+) -> Any:
+    """Differentiable cube root of a Tensor (what ``cbrtgrad.cbrt(tensor)`` runs).
+
+    ``out=`` (a Tensor) and ``where=`` are only allowed when no gradient is
+    recorded; ``dtype=`` is a differentiable cast before the op.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> cg.cbrt(cg.Tensor(np.array([-27.0, 8.0])))
+    Tensor([-3.,  2.])
+    """
+    if type(x) is not Tensor:
+        x = Tensor(x)
+    if dtype is not None:
+        requested = _dtypes.requested_dtype(dtype)
+        if requested != x.dtype:
+            x = cast(x, requested)
+    chosen = _registry.resolve(backend, x._data)
+    if out is None and where is True:
+        return apply(CubeRootBackward, (x,), chosen)
+    if _grad_enabled() and x._requires_grad:
+        raise RuntimeError(
+            "cbrtgrad: cbrt with out= or where= is not differentiable; call it inside "
+            "`with cbrtgrad.no_grad():` or drop out=/where="
+        )
+    if where is not True:
+        api._check_where(where)
+    if out is None:
+        return Tensor._make(np.asarray(chosen.cube_root(x._data, where=where)), None)
+    if type(out) is not Tensor:
+        raise TypeError(f"cbrtgrad: out must be a Tensor, got {type(out).__name__}")
+    chosen.cube_root(x._data, out=out._data, where=where)
+    out._version.value += 1
+    return out
+
+
+def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend: Any = None) -> Any:
+    """``g / (3 y^2)`` on Tensors, as engine ops (so it is differentiable)."""
+    if out is not None or where is not True:
+        raise TypeError("cbrtgrad: cbrt_grad on Tensors does not take out= or where=")
+    return divide(g, multiply(multiply(y, y), 3.0))
+
+
+def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) -> Any:
+    """``(cbrt(x), g / (3 y^2))`` on Tensors."""
+    if out is not None:
+        raise TypeError("cbrtgrad: cbrt_and_grad on Tensors does not take out=")
+    y = cbrt(x, backend=backend)
+    return y, cbrt_grad(g, y)
+
+
+# -- arithmetic ----------------------------------------------------------------
+class AddBackward(Node):
+    """``a + b`` with numpy broadcasting."""
+
+    __slots__ = ("shapes",)
+    schema = OpSchema(name="add", arity=2, ufunc=np.add)
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any, b: Any) -> Any:
+        return np.add(a, b)
+
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+        self.shapes = tuple(np.shape(t) for t in inputs)
+
+    def grad_formula(self, g: Any) -> tuple[Any, ...]:
+        return self.vjp(g)
+
+    grad_graph = grad_formula
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        a, b = self.next_functions
+        return (
+            None if a is None else reduce_to(g, self.shapes[0]),
+            None if b is None else reduce_to(g, self.shapes[1]),
+        )
+
+
+class SubtractBackward(AddBackward):
+    """``a - b`` with numpy broadcasting."""
+
+    __slots__ = ()
+    schema = OpSchema(name="subtract", arity=2, ufunc=np.subtract)
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any, b: Any) -> Any:
+        return np.subtract(a, b)
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        a, b = self.next_functions
+        return (
+            None if a is None else reduce_to(g, self.shapes[0]),
+            None if b is None else reduce_to(-g, self.shapes[1]),
+        )
+
+
+class MultiplyBackward(Node):
+    """``a * b``; saves both inputs."""
+
+    __slots__ = ()
+    schema = OpSchema(name="multiply", arity=2, ufunc=np.multiply)
+    saves_input = True
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any, b: Any) -> Any:
+        return np.multiply(a, b)
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        a, b = saved
+        ea, eb = self.next_functions
+        return (
+            None if ea is None else reduce_to(g * b, np.shape(a)),
+            None if eb is None else reduce_to(g * a, np.shape(b)),
+        )
+
+
+class DivideBackward(Node):
+    """``a / b``; saves both inputs.
+
+    NOTE: at ``b = 0`` the gradients are IEEE infinities or nan, as the
+    forward is.
+    """
+
+    __slots__ = ()
+    schema = OpSchema(name="divide", arity=2, ufunc=np.true_divide)
+    saves_input = True
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any, b: Any) -> Any:
+        return np.true_divide(a, b)
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        a, b = saved
+        ea, eb = self.next_functions
+        ga = g / b
+        # d(a/b)/db = -a / b^2, written as -(g / b) * a / b to reuse g / b.
+        return (
+            None if ea is None else reduce_to(ga, np.shape(a)),
+            None if eb is None else reduce_to(-ga * a / b, np.shape(b)),
+        )
+
+
+class NegativeBackward(Node):
+    """``-a``."""
+
+    __slots__ = ()
+    schema = OpSchema(name="negative", ufunc=np.negative)
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any) -> Any:
+        return np.negative(a)
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        return (-g,)
+
+
+class PowerBackward(Node):
+    """``a ** p`` for a real scalar exponent ``p``; saves the input.
+
+    NOTE: for ``0 < p < 1`` the gradient at ``a = 0`` is ``inf`` (IEEE), and
+    for ``p = 0`` it is exactly 0 (not ``0 * a**-1``, which is nan at 0).
+    """
+
+    __slots__ = ("exponent",)
+    schema = OpSchema(name="power", amp_policy=AmpPolicy.FORCE_FP32, arity=1, ufunc=np.power)
+    saves_input = True
+
+    exponent: float
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any, *, exponent: Any) -> Any:
+        return np.power(a, exponent)
+
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+        super().save(inputs, output, backend, params)
+        self.exponent = params["exponent"]
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        (a,) = saved
+        p = self.exponent
+        if p == 0:
+            return (g * 0.0,)
+        return (g * (a ** (p - 1) * p),)
+
+
+class CastBackward(Node):
+    """A cast to another float dtype; the gradient is cast back."""
+
+    __slots__ = ("in_dtype",)
+    schema = OpSchema(name="cast")
+
+    in_dtype: np.dtype
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any, *, dtype: np.dtype) -> Any:
+        return np.asarray(a).astype(dtype)
+
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+        self.in_dtype = inputs[0].dtype
+
+    def grad_formula(self, g: Any) -> tuple[Any, ...]:
+        return (g.astype(self.in_dtype, copy=False),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Any, ...]:
+        return (cast(g, self.in_dtype),)
+
+
+# -- reductions and shapes -------------------------------------------------------
+class SumBackward(Node):
+    """``a.sum(axis, keepdims)``; the gradient is broadcast back."""
+
+    __slots__ = ("in_shape", "kept_shape")
+    schema = OpSchema(name="sum", ufunc=None)
+
+    in_shape: tuple[int, ...]
+    kept_shape: tuple[int, ...]
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
+        return np.add.reduce(a, axis=axis, keepdims=keepdims)
+
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+        shape = inputs[0].shape
+        axis = params["axis"]
+        self.in_shape = shape
+        if axis is None:
+            self.kept_shape = (1,) * len(shape)
+        else:
+            self.kept_shape = tuple(1 if i in axis else n for i, n in enumerate(shape))
+
+    def grad_formula(self, g: Any) -> tuple[Any, ...]:
+        return self.vjp(g)
+
+    grad_graph = grad_formula
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        return (expand(reshape_grad(g, self.kept_shape), self.in_shape),)
+
+
+class MeanBackward(SumBackward):
+    """``a.mean(axis, keepdims)``; the gradient is broadcast back and divided."""
+
+    __slots__ = ("count",)
+    schema = OpSchema(name="mean", ufunc=None)
+
+    count: int
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
+        return np.mean(a, axis=axis, keepdims=keepdims)
+
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+        super().save(inputs, output, backend, params)
+        # Reduced axes have 1 in kept_shape (unreduced axes of length 1 add a factor 1).
+        self.count = math.prod(n for n, k in zip(self.in_shape, self.kept_shape) if k == 1)
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        return (expand(reshape_grad(g / self.count, self.kept_shape), self.in_shape),)
+
+
+class ReshapeBackward(Node):
+    """``a.reshape(shape)``."""
+
+    __slots__ = ("in_shape",)
+    schema = OpSchema(name="reshape")
+
+    in_shape: tuple[int, ...]
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
+        return np.reshape(a, shape)
+
+    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+        self.in_shape = inputs[0].shape
+
+    def grad_formula(self, g: Any) -> tuple[Any, ...]:
+        return self.vjp(g)
+
+    grad_graph = grad_formula
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        return (reshape_grad(g, self.in_shape),)
+
+
+class BroadcastToBackward(ReshapeBackward):
+    """``broadcast_to(a, shape)``; the gradient is summed back."""
+
+    __slots__ = ()
+    schema = OpSchema(name="broadcast_to")
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
+        return np.broadcast_to(a, shape)
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        return (reduce_to(g, self.in_shape),)
+
+
+class SumToBackward(ReshapeBackward):
+    """Sum a broadcast array back to ``shape`` (the adjoint of ``broadcast_to``)."""
+
+    __slots__ = ()
+    schema = OpSchema(name="sum_to")
+
+    @staticmethod
+    def dispatch(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
+        return reduce_to(a, shape)
+
+    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+        return (expand(g, self.in_shape),)
+
+
+# -- public op functions ---------------------------------------------------------
+def add(a: Any, b: Any) -> Tensor:
+    """``a + b`` (broadcasting)."""
+    return apply(AddBackward, (_operand(a, "a"), _operand(b, "b")))
+
+
+def subtract(a: Any, b: Any) -> Tensor:
+    """``a - b`` (broadcasting)."""
+    return apply(SubtractBackward, (_operand(a, "a"), _operand(b, "b")))
+
+
+def multiply(a: Any, b: Any) -> Tensor:
+    """``a * b`` (broadcasting)."""
+    return apply(MultiplyBackward, (_operand(a, "a"), _operand(b, "b")))
+
+
+def divide(a: Any, b: Any) -> Tensor:
+    """``a / b`` (broadcasting)."""
+    return apply(DivideBackward, (_operand(a, "a"), _operand(b, "b")))
+
+
+def negative(a: Any) -> Tensor:
+    """``-a``."""
+    return apply(NegativeBackward, (_operand(a, "a"),))
+
+
+def power(a: Any, exponent: Any) -> Tensor:
+    """``a ** exponent`` for a real scalar ``exponent``.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> (cg.Tensor(np.array([2.0, 3.0])) ** 2).data
+    array([4., 9.])
+    """
+    if isinstance(exponent, Tensor) or not isinstance(exponent, _SCALARS):
+        raise TypeError(
+            f"cbrtgrad: the exponent of ** must be a real scalar, got {type(exponent).__name__}"
+        )
+    if not isinstance(a, Tensor):
+        raise TypeError(f"cbrtgrad: the base of ** must be a Tensor, got {type(a).__name__}")
+    return apply(PowerBackward, (a,), exponent=float(exponent))
+
+
+def cast(a: Tensor, dtype: Any) -> Tensor:
+    """A differentiable cast of ``a`` to float ``dtype``."""
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        raise TypeError(f"cbrtgrad: dtype must be a float dtype, got {dt}")
+    if dt == a.dtype:
+        return a
+    return apply(CastBackward, (a,), dtype=dt)
+
+
+def _axes(a: Tensor, axis: Any) -> tuple[int, ...] | None:
+    # None (all axes) is kept as None: numpy's fastest reduction path.
+    if axis is None:
+        return None
+    return normalize_axis_tuple(axis, a.ndim, "axis")
+
+
+def sum(a: Tensor, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+    """Sum over ``axis`` (all by default)."""
+    return apply(SumBackward, (a,), axis=_axes(a, axis), keepdims=builtins.bool(keepdims))
+
+
+def mean(a: Tensor, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+    """Mean over ``axis`` (all by default)."""
+    return apply(MeanBackward, (a,), axis=_axes(a, axis), keepdims=builtins.bool(keepdims))
+
+
+def reshape(a: Tensor, shape: Any) -> Tensor:
+    """``a`` with a new shape."""
+    shape = a._data.reshape(shape).shape  # resolves -1 and checks the size
+    return apply(ReshapeBackward, (a,), shape=shape)
+
+
+def broadcast_to(a: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``a`` broadcast to ``shape``."""
+    return apply(BroadcastToBackward, (a,), shape=tuple(shape))
+
+
+def sum_to(a: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Sum ``a`` down to ``shape`` (to which it broadcasts)."""
+    return apply(SumToBackward, (a,), shape=tuple(shape))
+
+
+#: numpy ufunc -> op function, from the schemas (``Tensor.__array_ufunc__``).
+UFUNC_OPS: dict[Any, Any] = {
+    CubeRootBackward.schema.ufunc: cbrt,
+    AddBackward.schema.ufunc: add,
+    SubtractBackward.schema.ufunc: subtract,
+    MultiplyBackward.schema.ufunc: multiply,
+    DivideBackward.schema.ufunc: divide,
+    NegativeBackward.schema.ufunc: negative,
+    PowerBackward.schema.ufunc: power,
+}
+
+#: cbrtgrad public function -> op function (``Tensor.__cbrtgrad_function__``).
+API_OPS: dict[Any, Any] = {
+    api.cbrt: cbrt,
+    api.cbrt_grad: cbrt_grad,
+    api.cbrt_and_grad: cbrt_and_grad,
+}
+
+_tensor_module._ops = sys.modules[__name__]

@@ -1,0 +1,408 @@
+"""The engine's array type: :class:`Tensor`, with a version counter for in-place writes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import _dtypes
+from . import grad_mode
+
+if TYPE_CHECKING:
+    from .node import Node
+
+#: The op functions behind the operators: :mod:`cbrtgrad.engine.ops`, which
+#: imports this module, binds itself here when it is imported (the package's
+#: ``__init__`` imports it), so the two modules need no import cycle.
+_ops: Any = None
+#: :mod:`cbrtgrad.engine.graph`, bound the same way.
+_graph: Any = None
+
+
+class _Version:
+    """A mutable counter shared by a tensor and every view of its data."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+class _DataView(np.ndarray):
+    """What ``Tensor.data`` returns: a plain-looking ndarray view that counts writes.
+
+    Item assignment and ufuncs writing into it (``out=``, ``+=``) bump the
+    owning tensor's version, so a saved value modified after the forward is
+    caught by backward instead of giving a silently wrong gradient.
+    """
+
+    _version: _Version | None
+
+    def __array_finalize__(self, obj: Any) -> None:
+        # Views (slices, reshapes) share the buffer and the counter; copies
+        # (``base is None``) are new memory and must not bump it.
+        if isinstance(obj, _DataView) and self.base is not None:
+            self._version = obj._version
+        else:
+            self._version = None
+
+    def _bump(self) -> None:
+        if self._version is not None:
+            self._version.value += 1
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._bump()
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if any(isinstance(i, Tensor) for i in inputs):
+            return NotImplemented  # let Tensor.__array_ufunc__ take it
+        plain = tuple(i.view(np.ndarray) if isinstance(i, _DataView) else i for i in inputs)
+        out = kwargs.get("out")
+        written: tuple[Any, ...] = ()
+        if out is not None:
+            written = out if isinstance(out, tuple) else (out,)
+            kwargs["out"] = tuple(
+                o.view(np.ndarray) if isinstance(o, _DataView) else o for o in written
+            )
+        result = getattr(ufunc, method)(*plain, **kwargs)
+        for o in written:
+            if isinstance(o, _DataView):
+                o._bump()
+        if method == "at":
+            # ``ufunc.at(a, indices, b)`` writes into its first operand.
+            if isinstance(inputs[0], _DataView):
+                inputs[0]._bump()
+            return None
+        if written and method == "__call__":
+            return written[0] if len(written) == 1 else written
+        return result
+
+    def __repr__(self) -> str:
+        return repr(self.view(np.ndarray))
+
+    def __str__(self) -> str:
+        return str(self.view(np.ndarray))
+
+
+class Tensor:
+    """An array that records the ops applied to it, for reverse-mode gradients.
+
+    Parameters
+    ----------
+    data : array_like
+        The values; float16, float32, float64, bool or integers. A numpy array
+        is wrapped without a copy.
+    requires_grad : bool, default False
+        Whether backward computes ``.grad`` for this tensor (float dtypes only).
+
+    Attributes
+    ----------
+    grad : ndarray or None
+        The gradient accumulated by :meth:`backward` (a ``Tensor`` after
+        ``backward(create_graph=True)``).
+    grad_fn : Node or None
+        The node that made this tensor (``None`` for a leaf).
+
+    Notes
+    -----
+    NOTE: writes through ``.data`` and in-place operators bump
+    :attr:`version`; writes through the original numpy array passed in
+    bypass it. ``.numpy()`` returns a read-only view for that reason.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> x = cg.Tensor(np.array([-8.0, 1.0, 27.0]), requires_grad=True)
+    >>> loss = (cg.cbrt(x) * 2.0 + x).sum()
+    >>> loss.backward()
+    >>> x.grad
+    array([1.16666667, 1.66666667, 1.07407407])
+    >>> loss.grad_fn
+    <SumBackward>
+    """
+
+    __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_version", "__weakref__")
+
+    _data: np.ndarray
+    _requires_grad: bool
+    grad: Any
+    grad_fn: Node | None
+    _version: _Version
+
+    # Tensor wins over ndarray in mixed binary operators.
+    __array_priority__ = 1000
+
+    def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
+        if isinstance(data, Tensor):
+            data = data._data
+        array = np.asarray(data)
+        _dtypes.compute_dtype(array.dtype, "data")
+        self._data = array
+        self.grad = None
+        self.grad_fn = None
+        self._version = _Version()
+        self._requires_grad = False
+        self.requires_grad = requires_grad
+
+    @classmethod
+    def _make(cls, data: np.ndarray, grad_fn: Node | None) -> Tensor:
+        # The hot path: no validation, the engine made ``data`` itself.
+        t = object.__new__(cls)
+        t._data = data
+        t._requires_grad = grad_fn is not None
+        t.grad = None
+        t.grad_fn = grad_fn
+        t._version = _Version()
+        return t
+
+    # -- attributes ---------------------------------------------------------
+    @property
+    def data(self) -> np.ndarray:
+        """The values, as an ndarray view whose writes bump :attr:`version`."""
+        view = self._data.view(_DataView)
+        view._version = self._version
+        return view
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        if isinstance(value, _DataView) and value._version is self._version:
+            return  # ``t.data += 1`` wrote in place and already bumped the version
+        array = np.asarray(value)
+        _dtypes.compute_dtype(array.dtype, "data")
+        self._data = array
+        self._version.value += 1
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether backward computes a gradient for this tensor."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"cbrtgrad: requires_grad must be a bool, got {type(value).__name__}")
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "cbrtgrad: requires_grad can only be changed on a leaf tensor; use .detach()"
+            )
+        if value and self._data.dtype.kind != "f":
+            raise TypeError(
+                f"cbrtgrad: only floating-point tensors can require grad, got dtype "
+                f"{self._data.dtype}"
+            )
+        self._requires_grad = bool(value)
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors not made by a recorded op."""
+        return self.grad_fn is None
+
+    @property
+    def version(self) -> int:
+        """How many in-place writes this tensor's data has had."""
+        return self._version.value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        return self._data.size
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def detach(self) -> Tensor:
+        """A new leaf sharing the data, cut from the graph."""
+        t = Tensor._make(self._data, None)
+        t._version = self._version
+        return t
+
+    def numpy(self) -> np.ndarray:
+        """The values as a read-only ndarray view (write through ``.data``)."""
+        view = self._data.view()
+        view.flags.writeable = False
+        return view
+
+    def item(self) -> Any:
+        """The single value as a Python scalar."""
+        return self._data.item()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if copy:
+            return np.array(self._data, dtype=dtype, copy=True)
+        return self.numpy() if dtype is None else self._data.astype(dtype)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._data, separator=", ", prefix="Tensor(")
+        extra = ""
+        if self.grad_fn is not None:
+            extra = f", grad_fn=<{type(self.grad_fn).__name__}>"
+        elif self._requires_grad:
+            extra = ", requires_grad=True"
+        if self._data.dtype != np.float64:
+            extra = f", dtype={self._data.dtype}" + extra
+        return f"Tensor({body}{extra})"
+
+    # -- interoperability ---------------------------------------------------
+    def __cbrtgrad_function__(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        impl = _ops.API_OPS.get(func)
+        if impl is None:
+            return NotImplemented
+        return impl(*args, **kwargs)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method != "__call__" or kwargs:
+            return NotImplemented
+        op = _ops.UFUNC_OPS.get(ufunc)
+        if op is None:
+            return NotImplemented
+        return op(*inputs)
+
+    # -- ops ----------------------------------------------------------------
+    def __add__(self, other: Any) -> Tensor:
+        return _ops.add(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _ops.add(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _ops.subtract(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _ops.subtract(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _ops.multiply(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _ops.multiply(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _ops.divide(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _ops.divide(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _ops.negative(self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __pow__(self, exponent: Any) -> Tensor:
+        return _ops.power(self, exponent)
+
+    def __rpow__(self, base: Any) -> Tensor:
+        raise TypeError(
+            f"cbrtgrad: only Tensor ** scalar is supported; got {type(base).__name__} ** Tensor"
+        )
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.add, other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.subtract, other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.multiply, other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self._inplace(_ops.divide, other)
+
+    def __ipow__(self, exponent: Any) -> Tensor:
+        return self._inplace(_ops.power, exponent)
+
+    def _inplace(self, op: Any, other: Any) -> Tensor:
+        if self.grad_fn is None and self._requires_grad and grad_mode.grad_enabled():
+            raise RuntimeError(
+                "cbrtgrad: a leaf Tensor that requires grad cannot be modified in place "
+                "while grad is recorded; do it inside `with cbrtgrad.no_grad():`"
+            )
+        new = op(self, other)
+        if new.shape != self.shape:
+            raise ValueError(
+                f"cbrtgrad: in-place result has shape {new.shape}; expected {self.shape}"
+            )
+        np.copyto(self._data, new._data, casting="same_kind")
+        self._version.value += 1
+        if new.grad_fn is not None:
+            self.grad_fn = new.grad_fn
+            self._requires_grad = True
+        return self
+
+    def sum(
+        self, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
+    ) -> Tensor:
+        """Sum over ``axis`` (all axes by default); ``np.sum(tensor)`` calls it."""
+        _no_dtype_out("sum", dtype, out)
+        return _ops.sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(
+        self, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
+    ) -> Tensor:
+        """Mean over ``axis`` (all axes by default); ``np.mean(tensor)`` calls it."""
+        _no_dtype_out("mean", dtype, out)
+        return _ops.mean(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        """The same values in a new shape (differentiable)."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return _ops.reshape(self, shape)
+
+    def astype(self, dtype: Any) -> Tensor:
+        """A differentiable cast to a float dtype (the gradient is cast back)."""
+        return _ops.cast(self, dtype)
+
+    def backward(
+        self, gradient: Any = None, *, retain_graph: bool | None = None, create_graph: bool = False
+    ) -> None:
+        """Accumulate ``d self / d leaf`` into every leaf's ``.grad``.
+
+        Parameters
+        ----------
+        gradient : array_like, optional
+            ``dL/dself``, of this tensor's shape; may be omitted only when the
+            tensor has one element.
+        retain_graph : bool, optional
+            Keep the saved values for another backward (default: ``create_graph``).
+        create_graph : bool, default False
+            Record the backward itself, for second derivatives; ``.grad`` is
+            then a ``Tensor``.
+
+        Raises
+        ------
+        RuntimeError
+            If the tensor does not require grad, if ``gradient`` is omitted for
+            a tensor of several elements, if the graph was already freed by an
+            earlier backward, or if a saved value was modified in place.
+        ValueError, TypeError
+            If ``gradient`` has the wrong shape or a non-float dtype.
+
+        Examples
+        --------
+        >>> import numpy as np, cbrtgrad as cg
+        >>> x = cg.Tensor(np.array([8.0]), requires_grad=True)
+        >>> cg.cbrt(x).sum().backward()
+        >>> x.grad
+        array([0.08333333])
+        """
+        _graph.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+
+
+def _no_dtype_out(name: str, dtype: Any, out: Any) -> None:
+    if dtype is not None or out is not None:
+        raise TypeError(f"cbrtgrad: Tensor.{name} does not take dtype= or out=")
+
