@@ -203,12 +203,12 @@ def apply_elementwise(
             a.shape == shape and a.flags.f_contiguous and not a.flags.c_contiguous for a in arrays
         )
         order = "F" if fortran else "C"
-        result = np.empty(shape, dtype, order=order)
+        result = np.empty(shape, dtype, order="F" if fortran else "C")
 
     flats = []
     for a in arrays:
         full = a if a.shape == shape else np.broadcast_to(a, shape)
-        c = np.asarray(full, dtype=dtype, order=order)
+        c = np.asarray(full, dtype=dtype, order=order)  # type: ignore[call-overload]
         # NOTE: read-only inputs (np.frombuffer, broadcast views, read-only
         # memmaps) do not match the kernels' writable signatures; an input that
         # partly overlaps the result would be overwritten while still being

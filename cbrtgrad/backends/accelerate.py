@@ -61,7 +61,7 @@ def _load(path: str) -> _Library:
             functions[dtype] = function
     except (OSError, AttributeError) as exc:
         return _Library({}, f"cannot load vvcbrtf/vvcbrt from {path}: {exc}")
-    return _Library(functions, "")
+    return _Library(functions, "")  # type: ignore[arg-type]
 
 
 class AccelerateBackend:

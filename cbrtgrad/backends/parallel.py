@@ -75,7 +75,7 @@ class ParallelBackend:
         compute = _dtypes.compute_dtype(_dtypes.dtype_of(x), "x") if dtype is None else dtype
         compute = _dtypes.requested_dtype(compute)
         kernel = self._locked(cpu_kernels.parallel_loops().cube_root)
-        return apply_elementwise(kernel, (x,), compute, out, where)
+        return apply_elementwise(kernel, (x,), compute, out, where)  # type: ignore[arg-type]
 
     def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
         compute = _dtypes.result_dtype(g, y, argument="g, y")

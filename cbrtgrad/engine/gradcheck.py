@@ -37,14 +37,18 @@ def _outputs(f: Callable[..., Any], args: list[Any]) -> list[Tensor]:
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     for k, o in enumerate(outs):
         if not isinstance(o, Tensor):
-            raise TypeError(f"cbrtgrad: gradcheck: output {k} of f is {type(o).__name__}, not a Tensor")
+            raise TypeError(
+                f"cbrtgrad: gradcheck: output {k} of f is {type(o).__name__}, not a Tensor"
+            )
     return outs
 
 
 def _check_tolerances(eps: float, atol: float, rtol: float) -> None:
     for name, value in (("eps", eps), ("atol", atol), ("rtol", rtol)):
         if not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
-            raise ValueError(f"cbrtgrad: gradcheck {name} must be a finite number >= 0, got {value!r}")
+            raise ValueError(
+                f"cbrtgrad: gradcheck {name} must be a finite number >= 0, got {value!r}"
+            )
     if eps == 0:
         raise ValueError("cbrtgrad: gradcheck eps must be > 0")
 
@@ -184,7 +188,9 @@ def gradgradcheck(
         rng = np.random.default_rng(seed)
         gos = [rng.standard_normal(o.shape) for o in outs]
     else:
-        gos = [t._data if isinstance(t, Tensor) else np.asarray(t) for t in _as_inputs(grad_outputs)]
+        gos = [
+            t._data if isinstance(t, Tensor) else np.asarray(t) for t in _as_inputs(grad_outputs)
+        ]
         if len(gos) != len(outs):
             raise ValueError(
                 f"cbrtgrad: gradgradcheck got {len(gos)} grad_outputs for {len(outs)} outputs of f"
@@ -199,6 +205,10 @@ def gradgradcheck(
         return tuple(results)
 
     return gradcheck(
-        vjp, (*[x._data for x in xs], *gos), eps=eps, atol=atol, rtol=rtol,
+        vjp,
+        (*[x._data for x in xs], *gos),
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
         raise_exception=raise_exception,
     )
