@@ -96,7 +96,8 @@ def check_bits(n_random: int, chunk: int) -> list[dict]:
     rows.append({
         "dtype": "float16 (computed in float32)",
         "elements": h.size,
-        "mismatches": {"forward": _mismatches(gpu.cube_root(cuda.to_device(h)).copy_to_host(), h_ref)},
+        "mismatches": {"forward": _mismatches(gpu.cube_root(cuda.to_device(h)).copy_to_host(),
+                                              h_ref)},
     })  # fmt: skip
     if not hasattr(cuda.device_array(1), "__cuda_array_interface__"):
         return rows  # the simulator's arrays have no interface to wrap
@@ -146,9 +147,10 @@ def measure(log2_size: int, repeat: int) -> list[dict]:
         copy_dst = cuda.device_array(2 * n, dtype)
         work = {
             # name: (run, bytes moved, bytes of the equivalent copy)
-            "forward": (lambda: gpu.cube_root(x, out=y), 2 * n * item),
-            "backward": (lambda: gpu.cube_root_grad(g, y, out=dx), 3 * n * item),
-            "fused": (lambda: gpu.cube_root_and_grad(x, g, out=(y, dx)), 4 * n * item),
+            # NOTE: the lambdas run inside this iteration, on this dtype's arrays.
+            "forward": (lambda: gpu.cube_root(x, out=y), 2 * n * item),  # noqa: B023
+            "backward": (lambda: gpu.cube_root_grad(g, y, out=dx), 3 * n * item),  # noqa: B023
+            "fused": (lambda: gpu.cube_root_and_grad(x, g, out=(y, dx)), 4 * n * item),  # noqa: B023, E501
         }
         for name, (run, moved) in work.items():
             # A copy reads and writes; it moves the same bytes as the kernel
@@ -168,7 +170,6 @@ def measure(log2_size: int, repeat: int) -> list[dict]:
                 "copy_GBps": moved / copy_ms / 1e6,
                 "fraction_of_copy": copy_ms / kernel_ms,
             })  # fmt: skip
-        del x, g, y, dx, copy_src, copy_dst
     return rows
 
 
