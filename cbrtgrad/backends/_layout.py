@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -194,6 +194,7 @@ def apply_elementwise(
 
     contiguous_out = out is not None and (out.flags.c_contiguous or out.flags.f_contiguous)
     direct = contiguous_out and mask is None and out.dtype == dtype
+    order: Literal["C", "F"]
     if direct:
         order = "C" if out.flags.c_contiguous else "F"
         result = out

@@ -36,8 +36,11 @@ from ._protocol import Availability
 #: The most elements one vForce call can take (its length is a C ``int``).
 MAX_CHUNK = 2**31 - 1
 
-_CTYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
-_SYMBOLS = {np.dtype(np.float32): "vvcbrtf", np.dtype(np.float64): "vvcbrt"}
+_CTYPES: dict[np.dtype, Any] = {
+    np.dtype(np.float32): ctypes.c_float,
+    np.dtype(np.float64): ctypes.c_double,
+}
+_SYMBOLS: dict[np.dtype, str] = {np.dtype(np.float32): "vvcbrtf", np.dtype(np.float64): "vvcbrt"}
 
 
 class _Library(NamedTuple):
@@ -51,7 +54,7 @@ def _load(path: str) -> _Library:
     # decides.
     try:
         library = ctypes.CDLL(path)
-        functions = {}
+        functions: dict[np.dtype, Any] = {}
         for dtype, symbol in _SYMBOLS.items():
             function = getattr(library, symbol)
             pointer = ctypes.POINTER(_CTYPES[dtype])

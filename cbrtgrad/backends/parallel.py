@@ -74,6 +74,7 @@ class ParallelBackend:
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
         compute = _dtypes.compute_dtype(_dtypes.dtype_of(x), "x") if dtype is None else dtype
         compute = _dtypes.requested_dtype(compute)
+        assert compute is not None
         kernel = self._locked(cpu_kernels.parallel_loops().cube_root)
         return apply_elementwise(kernel, (x,), compute, out, where)  # type: ignore[arg-type]
 

@@ -34,7 +34,7 @@ def simulating() -> bool:
     """
     from numba import config
 
-    return bool(config.ENABLE_CUDASIM)  # type: ignore[attr-defined]
+    return bool(getattr(config, "ENABLE_CUDASIM", 0))
 
 
 def exact_fma(a: Any, b: Any, c: Any) -> np.float64:
@@ -64,23 +64,23 @@ def exact_fma(a: Any, b: Any, c: Any) -> np.float64:
     try:
         return np.float64(float(exact))
     except OverflowError:
-        return np.float64(math.copysign(math.inf, exact))
+        return np.float64(math.inf if exact > 0 else -math.inf)
 
 
-def _f64_as_i64(x: Any) -> np.int64:
-    return np.array(x, dtype=np.float64).view(np.int64)[()]  # type: ignore[return-value]
+def _f64_as_i64(x: Any) -> Any:
+    return np.array(x, dtype=np.float64).view(np.int64)[()]
 
 
-def _i64_as_f64(i: Any) -> np.float64:
-    return np.array(i, dtype=np.int64).view(np.float64)[()]  # type: ignore[return-value]
+def _i64_as_f64(i: Any) -> Any:
+    return np.array(i, dtype=np.int64).view(np.float64)[()]
 
 
-def _f32_as_i32(x: Any) -> np.int32:
-    return np.array(x, dtype=np.float32).view(np.int32)[()]  # type: ignore[return-value]
+def _f32_as_i32(x: Any) -> Any:
+    return np.array(x, dtype=np.float32).view(np.int32)[()]
 
 
-def _i32_as_f32(i: Any) -> np.float32:
-    return np.array(i, dtype=np.int32).view(np.float32)[()]  # type: ignore[return-value]
+def _i32_as_f32(i: Any) -> Any:
+    return np.array(i, dtype=np.int32).view(np.float32)[()]
 
 
 SIMULATOR_PRIMITIVES = SimpleNamespace(

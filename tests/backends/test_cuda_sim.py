@@ -1,0 +1,113 @@
+"""The cuda backend's kernels, under numba's simulator here, against the cpu backend bit for bit."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import cbrtgrad
+from cbrtgrad.backends import get_backend
+
+from ._cases import DTYPES, cases, same_bits
+
+cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
+cpu = get_backend("cpu")
+gpu = get_backend("cuda")
+
+
+# The simulator's threads do not inherit np.errstate: its scalar warnings at
+# y = 0 and on overflow are the IEEE cases the cpu kernels flag too.
+@pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kernels_same_bits_as_cpu(dtype):
+    # More elements than the simulator's 64 threads: the grid-stride loop runs.
+    x = cases(dtype, 600)
+    g = cases(dtype, 600)[::-1].copy()
+    with np.errstate(all="ignore"):
+        y_ref = cpu.cube_root(x)
+        dx_ref = cpu.cube_root_grad(g, y_ref)
+        y = gpu.cube_root(cuda.to_device(x)).copy_to_host()
+        dx = gpu.cube_root_grad(cuda.to_device(g), cuda.to_device(y_ref)).copy_to_host()
+        yf, dxf = gpu.cube_root_and_grad(cuda.to_device(x), cuda.to_device(g))
+    assert same_bits(y, y_ref)
+    assert same_bits(dx, dx_ref)
+    assert same_bits(yf.copy_to_host(), y_ref) and same_bits(dxf.copy_to_host(), dx_ref)
+
+
+def test_float16_and_integers_through_the_public_functions():
+    h = np.array([[8.0, -27.0], [0.5, 6.1e-5]], np.float16)
+    y = cbrtgrad.cbrt(cuda.to_device(h))
+    assert y.dtype == np.float32 and y.shape == (2, 2)
+    assert same_bits(y.copy_to_host(), cbrtgrad.cbrt(h, backend="cpu"))
+    i = np.arange(-10, 10)
+    assert same_bits(
+        cbrtgrad.cbrt(cuda.to_device(i)).copy_to_host(), cbrtgrad.cbrt(i, backend="cpu")
+    )
+    x = np.linspace(1.0, 9.0, 12).reshape(3, 4).astype(np.float32)
+    yd, dxd = cbrtgrad.cbrt_and_grad(cuda.to_device(x), cuda.to_device(np.ones_like(x)))
+    yc, dxc = cbrtgrad.cbrt_and_grad(x, np.ones_like(x), backend="cpu")
+    assert same_bits(yd.copy_to_host(), yc) and same_bits(dxd.copy_to_host(), dxc)
+
+
+def test_out_stream_and_explicit_copies():
+    x = np.linspace(-8.0, 8.0, 100)
+    ref = cpu.cube_root(x)
+    stream = cuda.stream()
+    out = cuda.device_array(100, np.float64)
+    assert gpu.cube_root(cuda.to_device(x), out=out, stream=stream) is out
+    stream.synchronize()
+    assert same_bits(out.copy_to_host(), ref)
+    assert same_bits(gpu.cube_root(x, copy_host=True), ref)
+    host_out = np.empty(100)
+    assert gpu.cube_root(x, out=host_out, copy_host=True) is host_out
+    assert same_bits(host_out, ref)
+    assert gpu.cube_root(np.float64(-27.0), copy_host=True) == -3.0
+    empty = gpu.cube_root(cuda.to_device(np.empty(0)))
+    assert empty.shape == (0,)
+
+
+def test_bad_input_is_a_clear_error():
+    d = cuda.to_device(np.ones((4, 4)))
+    with pytest.raises(TypeError, match="x is a host ndarray"):
+        gpu.cube_root(np.ones(3))
+    with pytest.raises(TypeError, match="out is a host ndarray"):
+        gpu.cube_root(d, out=np.empty((4, 4)))
+    with pytest.raises(ValueError, match="x must be a C-contiguous device array"):
+        gpu.cube_root(d[:, ::2])
+    with pytest.raises(ValueError, match="does not broadcast"):
+        gpu.cube_root_grad(d, cuda.to_device(np.ones(4)))
+    with pytest.raises(ValueError, match="where=True"):
+        gpu.cube_root(d, where=cuda.to_device(np.ones((4, 4), bool)))
+    with pytest.raises(TypeError, match="out has dtype float32; expected float64"):
+        gpu.cube_root(d, out=cuda.device_array((4, 4), np.float32))
+    with pytest.raises(ValueError, match=r"out has shape \(16,\); expected \(4, 4\)"):
+        gpu.cube_root(d, out=cuda.device_array(16, np.float64))
+    with pytest.raises(TypeError, match="complex128"):
+        gpu.cube_root(cuda.to_device(np.ones(2, complex)))
+    with pytest.raises(TypeError, match="out must be a tuple"):
+        gpu.cube_root_and_grad(d, d, out=cuda.device_array((4, 4)))
+
+
+def test_launch_config_from_device_limits():
+    from cbrtgrad.kernels.cuda import DeviceLimits, launch_config
+
+    h200 = DeviceLimits(132, 2048, 2**31 - 1)
+    assert launch_config(2**28, h200) == (132 * 8, 256)
+    assert launch_config(2**33, h200) == (132 * 8, 256)  # > 2^31 elements: grid-stride
+    assert launch_config(1, h200) == (1, 256)
+    assert launch_config(10**6, DeviceLimits(2, 1024, 3)) == (3, 256)
+
+
+def test_simulator_fma_is_exact():
+    from cbrtgrad.kernels.cuda_primitives import exact_fma
+
+    rng = np.random.default_rng(5)
+    for a, b, c in rng.standard_normal((300, 3)) * 10.0 ** rng.integers(-5, 5, (300, 3)):
+        expected = float(Fraction(a) * Fraction(b) + Fraction(c))
+        assert float(exact_fma(a, b, c)) == expected
+    assert math.isnan(exact_fma(np.inf, 0.0, 1.0))
+    assert exact_fma(1e308, 10.0, 0.0) == np.inf
+    assert str(exact_fma(-0.0, 2.0, -0.0)) == "-0.0"
