@@ -22,7 +22,9 @@ def _argnums(argnums: Any) -> tuple[tuple[int, ...], bool]:
         and all(isinstance(a, int) and not isinstance(a, bool) for a in argnums)
     ):
         return argnums, False
-    raise TypeError(f"cbrtgrad: argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
+    raise TypeError(
+        f"cbrtgrad: argnums must be an int or a non-empty tuple of ints, got {argnums!r}"
+    )
 
 
 def _prepare(arg: Any, index: int) -> tuple[Tensor, bool]:
@@ -69,7 +71,9 @@ def _value_and_grad(
             f"{out.shape} (reduce it, e.g. with .sum())"
         )
     grads = grad_of(out, wrapped, create_graph=nested)
-    results = [g if isinstance(args[n], Tensor) else _plain(g) for n, g in zip(nums, grads)]
+    results = [
+        g if isinstance(args[n], Tensor) else _plain(g) for n, g in zip(nums, grads, strict=True)
+    ]
     value = out if nested else out._data
     return value, results[0] if single else tuple(results)
 

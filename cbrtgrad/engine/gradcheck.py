@@ -37,14 +37,18 @@ def _outputs(f: Callable[..., Any], args: list[Any]) -> list[Tensor]:
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     for k, o in enumerate(outs):
         if not isinstance(o, Tensor):
-            raise TypeError(f"cbrtgrad: gradcheck: output {k} of f is {type(o).__name__}, not a Tensor")
+            raise TypeError(
+                f"cbrtgrad: gradcheck: output {k} of f is {type(o).__name__}, not a Tensor"
+            )
     return outs
 
 
 def _check_tolerances(eps: float, atol: float, rtol: float) -> None:
     for name, value in (("eps", eps), ("atol", atol), ("rtol", rtol)):
         if not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
-            raise ValueError(f"cbrtgrad: gradcheck {name} must be a finite number >= 0, got {value!r}")
+            raise ValueError(
+                f"cbrtgrad: gradcheck {name} must be a finite number >= 0, got {value!r}"
+            )
     if eps == 0:
         raise ValueError("cbrtgrad: gradcheck eps must be > 0")
 
@@ -184,7 +188,9 @@ def gradgradcheck(
         rng = np.random.default_rng(seed)
         gos = [rng.standard_normal(o.shape) for o in outs]
     else:
-        gos = [t._data if isinstance(t, Tensor) else np.asarray(t) for t in _as_inputs(grad_outputs)]
+        gos = [
+            t._data if isinstance(t, Tensor) else np.asarray(t) for t in _as_inputs(grad_outputs)
+        ]
         if len(gos) != len(outs):
             raise ValueError(
                 f"cbrtgrad: gradgradcheck got {len(gos)} grad_outputs for {len(outs)} outputs of f"
@@ -193,12 +199,19 @@ def gradgradcheck(
     def vjp(*args: Tensor) -> tuple[Tensor, ...]:
         points, upstream = list(args[:n]), list(args[n:])
         results = [Tensor._make(np.zeros(p.shape), None) for p in points]
-        for out, go in zip(_outputs(f, points), upstream, strict=True):
-            grads = grad_of(out, points, go, create_graph=True)
-            results = [r + g for r, g in zip(results, grads, strict=True)]
+        # Also when gradcheck evaluates this under no_grad for its finite
+        # differences: the vjp is a backward, which needs the forward graph.
+        with grad_mode.enable_grad():
+            for out, go in zip(_outputs(f, points), upstream, strict=True):
+                grads = grad_of(out, points, go, create_graph=True)
+                results = [r + g for r, g in zip(results, grads, strict=True)]
         return tuple(results)
 
     return gradcheck(
-        vjp, (*[x._data for x in xs], *gos), eps=eps, atol=atol, rtol=rtol,
+        vjp,
+        (*[x._data for x in xs], *gos),
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
         raise_exception=raise_exception,
     )

@@ -115,7 +115,7 @@ def run_backward(
             _check_anomaly(node, g, out)
         if not retain_graph:
             node.release()  # this walk will not come back to it
-        for edge, gi in zip(node.next_functions, out):
+        for edge, gi in zip(node.next_functions, out, strict=False):
             if edge is None or gi is None:
                 continue
             if isinstance(edge, Node):
@@ -162,9 +162,7 @@ def _check_root(root: Any) -> None:
         raise TypeError(f"cbrtgrad: can only differentiate a Tensor, got {type(root).__name__}")
 
 
-def backward(
-    root: Tensor, gradient: Any, *, retain_graph: bool | None, create_graph: bool
-) -> None:
+def backward(root: Tensor, gradient: Any, *, retain_graph: bool | None, create_graph: bool) -> None:
     """``Tensor.backward``: accumulate into the leaves' ``.grad``."""
     if not root._requires_grad:
         raise RuntimeError(
@@ -247,8 +245,10 @@ def grad_of(
             g = np.asarray(g)
             if g.shape != t.shape:
                 g = np.broadcast_to(g, t.shape)
-            g = np.array(g, dtype=t.dtype, copy=True) if g.base is not None else g.astype(
-                t.dtype, copy=False
+            g = (
+                np.array(g, dtype=t.dtype, copy=True)
+                if g.base is not None
+                else g.astype(t.dtype, copy=False)
             )
         result.append(g)
     return result

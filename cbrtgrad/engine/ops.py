@@ -20,7 +20,8 @@ from .. import _dtypes, api
 from ..backends import _registry
 from . import grad_mode
 from . import tensor as _tensor_module
-from .node import Node, expand, reduce_to, reshape as reshape_grad
+from .node import Node, expand, reduce_to
+from .node import reshape as reshape_grad
 from .schema import AmpPolicy, OpSchema
 from .tensor import Tensor
 
@@ -42,7 +43,8 @@ def _operand(value: Any, name: str) -> Any:
         _dtypes.compute_dtype(array.dtype, name)
         return array
     raise TypeError(
-        f"cbrtgrad: {name} must be a Tensor, an ndarray or a real scalar, got {type(value).__name__}"
+        f"cbrtgrad: {name} must be a Tensor, an ndarray or a real scalar, "
+        f"got {type(value).__name__}"
     )
 
 
@@ -54,10 +56,7 @@ def autocast_inputs(schema: OpSchema, inputs: tuple[Any, ...]) -> tuple[Any, ...
     of a float16 leaf is float16 again); ``PROMOTE`` ops are left alone.
     """
     if schema.amp_policy is AmpPolicy.FORCE_FP32 and _autocast_enabled():
-        return tuple(
-            cast(t, _F32) if getattr(t, "dtype", None) == _F16 else t
-            for t in inputs
-        )
+        return tuple(cast(t, _F32) if getattr(t, "dtype", None) == _F16 else t for t in inputs)
     return inputs
 
 
@@ -140,7 +139,9 @@ class CubeRootBackward(Node):
             y = y.astype(_F16)
         return y
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
         self.result = output._data
         self.backend = backend
         self._checks = ((output._version, output._version.value),)
@@ -231,7 +232,9 @@ class AddBackward(Node):
     def dispatch(backend: Any, a: Any, b: Any) -> Any:
         return np.add(a, b)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
         self.shapes = tuple(np.shape(t) for t in inputs)
 
     def grad_formula(self, g: Any) -> tuple[Any, ...]:
@@ -342,7 +345,9 @@ class PowerBackward(Node):
     def dispatch(backend: Any, a: Any, *, exponent: Any) -> Any:
         return np.power(a, exponent)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
         super().save(inputs, output, backend, params)
         self.exponent = params["exponent"]
 
@@ -366,7 +371,9 @@ class CastBackward(Node):
     def dispatch(backend: Any, a: Any, *, dtype: np.dtype) -> Any:
         return np.asarray(a).astype(dtype)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
         self.in_dtype = inputs[0].dtype
 
     def grad_formula(self, g: Any) -> tuple[Any, ...]:
@@ -387,10 +394,12 @@ class SumBackward(Node):
     kept_shape: tuple[int, ...]
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
+    def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: Any) -> Any:
         return np.add.reduce(a, axis=axis, keepdims=keepdims)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
         shape = inputs[0].shape
         axis = params["axis"]
         self.in_shape = shape
@@ -420,10 +429,14 @@ class MeanBackward(SumBackward):
     def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
         return np.mean(a, axis=axis, keepdims=keepdims)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
         super().save(inputs, output, backend, params)
         # Reduced axes have 1 in kept_shape (unreduced axes of length 1 add a factor 1).
-        self.count = math.prod(n for n, k in zip(self.in_shape, self.kept_shape) if k == 1)
+        self.count = math.prod(
+            n for n, k in zip(self.in_shape, self.kept_shape, strict=True) if k == 1
+        )
 
     def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
         return (expand(reshape_grad(g / self.count, self.kept_shape), self.in_shape),)
@@ -441,7 +454,9 @@ class ReshapeBackward(Node):
     def dispatch(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
         return np.reshape(a, shape)
 
-    def save(self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]) -> None:
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
         self.in_shape = inputs[0].shape
 
     def grad_formula(self, g: Any) -> tuple[Any, ...]:

@@ -256,7 +256,9 @@ class Tensor:
         return f"Tensor({body}{extra})"
 
     # -- interoperability ---------------------------------------------------
-    def __cbrtgrad_function__(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def __cbrtgrad_function__(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         impl = _ops.API_OPS.get(func)
         if impl is None:
             return NotImplemented
@@ -405,4 +407,3 @@ class Tensor:
 def _no_dtype_out(name: str, dtype: Any, out: Any) -> None:
     if dtype is not None or out is not None:
         raise TypeError(f"cbrtgrad: Tensor.{name} does not take dtype= or out=")
-
