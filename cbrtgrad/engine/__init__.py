@@ -3,7 +3,7 @@
 Examples
 --------
 >>> import numpy as np, cbrtgrad as cg
->>> x = cg.Tensor(np.linspace(-8, 8, 5), requires_grad=True)
+>>> x = cg.Tensor(np.linspace(-8, 8, 4), requires_grad=True)
 >>> loss = (cg.cbrt(x) * 2.0 + x).sum()
 >>> loss.backward()
 >>> np.allclose(x.grad, 2 / (3 * np.cbrt(x.data) ** 2) + 1)

@@ -72,7 +72,7 @@ def _value_and_grad(
         )
     grads = grad_of(out, wrapped, create_graph=nested)
     results = [
-        g if isinstance(args[n], Tensor) else _plain(g) for n, g in zip(nums, grads, strict=False)
+        g if isinstance(args[n], Tensor) else _plain(g) for n, g in zip(nums, grads, strict=True)
     ]
     value = out if nested else out._data
     return value, results[0] if single else tuple(results)

@@ -199,9 +199,12 @@ def gradgradcheck(
     def vjp(*args: Tensor) -> tuple[Tensor, ...]:
         points, upstream = list(args[:n]), list(args[n:])
         results = [Tensor._make(np.zeros(p.shape), None) for p in points]
-        for out, go in zip(_outputs(f, points), upstream, strict=True):
-            grads = grad_of(out, points, go, create_graph=True)
-            results = [r + g for r, g in zip(results, grads, strict=True)]
+        # Also when gradcheck evaluates this under no_grad for its finite
+        # differences: the vjp is a backward, which needs the forward graph.
+        with grad_mode.enable_grad():
+            for out, go in zip(_outputs(f, points), upstream, strict=True):
+                grads = grad_of(out, points, go, create_graph=True)
+                results = [r + g for r, g in zip(results, grads, strict=True)]
         return tuple(results)
 
     return gradcheck(

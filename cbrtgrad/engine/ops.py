@@ -394,8 +394,8 @@ class SumBackward(Node):
     kept_shape: tuple[int, ...]
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
-        return np.add.reduce(a, axis=axis, keepdims=keepdims)  # type: ignore[call-overload]
+    def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: Any) -> Any:
+        return np.add.reduce(a, axis=axis, keepdims=keepdims)
 
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
@@ -435,7 +435,7 @@ class MeanBackward(SumBackward):
         super().save(inputs, output, backend, params)
         # Reduced axes have 1 in kept_shape (unreduced axes of length 1 add a factor 1).
         self.count = math.prod(
-            n for n, k in zip(self.in_shape, self.kept_shape, strict=False) if k == 1
+            n for n, k in zip(self.in_shape, self.kept_shape, strict=True) if k == 1
         )
 
     def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:

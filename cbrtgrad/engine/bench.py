@@ -1,0 +1,93 @@
+"""Engine benchmarks for ``cbrtgrad bench``: graph overhead against bare numpy.
+
+NOTE: the ratio for 10^6 elements is bounded below by the kernels: the default
+``cpu`` backend's correctly rounded float32 cube root alone takes about 3.5x
+the time of numpy's SVML ``np.cbrt`` on AVX-512 machines, so the row for the
+``numpy`` backend is reported too, to show the engine's own overhead.
+"""
+
+from __future__ import annotations
+
+import timeit
+from typing import Any
+
+import numpy as np
+
+from ..backends import _registry
+from .tensor import Tensor
+
+LARGE = 1_000_000
+
+
+def _best(f: Any, repeat: int, number: int = 1) -> float:
+    f()  # warm-up (compilation, caches)
+    return min(timeit.repeat(f, number=number, repeat=repeat)) / number
+
+
+def _forward_backward(x: Tensor, backend: str | None) -> Any:
+    from .. import api
+
+    def run() -> None:
+        x.grad = None
+        api.cbrt(x, backend=backend).sum().backward()
+
+    return run
+
+
+def engine_rows(repeat: int = 20) -> list[dict[str, Any]]:
+    """Time forward plus backward of ``cbrt(x).sum()`` against the anchors.
+
+    Parameters
+    ----------
+    repeat : int, default 20
+        Repetitions; the best time of each is reported.
+
+    Returns
+    -------
+    list of dict
+        ``{"case", "cbrtgrad_s", "anchor", "anchor_s", "ratio"}`` per case:
+        10^6 float32 elements against a bare ``np.cbrt`` (per available
+        backend ``cpu`` and ``numpy``), and a 1-element array against a bare
+        ``np.cbrt`` call.
+
+    Examples
+    --------
+    >>> rows = engine_rows(repeat=1)
+    >>> sorted(rows[0])
+    ['anchor', 'anchor_s', 'case', 'cbrtgrad_s', 'ratio']
+    """
+    if not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"cbrtgrad: repeat must be an int >= 1, got {repeat!r}")
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal(LARGE).astype(np.float32)
+    anchor_big = _best(lambda: np.cbrt(big), repeat)
+    rows = []
+    for backend in ("cpu", "numpy"):
+        if not _registry.availability(backend).available:
+            continue
+        x = Tensor(big, requires_grad=True)
+        t = _best(_forward_backward(x, backend), repeat)
+        rows.append(
+            {
+                "case": f"cbrt(x).sum().backward(), 1e6 float32, backend {backend}",
+                "cbrtgrad_s": t,
+                "anchor": "np.cbrt(x) forward only",
+                "anchor_s": anchor_big,
+                "ratio": t / anchor_big,
+            }
+        )
+    one = np.ones(1, np.float32)
+    x1 = Tensor(one, requires_grad=True)
+    number = 2_000
+    t1 = _best(_forward_backward(x1, None), repeat, number)
+    anchor1 = _best(lambda: np.cbrt(one), repeat, number)
+    rows.append(
+        {
+            "case": "cbrt(x).sum().backward(), 1 element float32 (goal < 10 us)",
+            "cbrtgrad_s": t1,
+            "anchor": "np.cbrt(x) forward only",
+            "anchor_s": anchor1,
+            "ratio": t1 / anchor1,
+        }
+    )
+    return rows

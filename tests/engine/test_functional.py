@@ -1,0 +1,116 @@
+"""grad, value_and_grad, gradcheck itself, and the error messages of bad input."""
+
+import numpy as np
+import pytest
+
+import cbrtgrad as cg
+
+
+def test_grad_and_nested_grad_closed_forms():
+    assert cg.grad(cg.cbrt)(8.0) == pytest.approx(1 / 12, rel=1e-15)
+    assert cg.grad(cg.grad(cg.cbrt))(8.0) == pytest.approx(-2 / (9 * 2**5), rel=1e-14)
+    third = cg.grad(cg.grad(cg.grad(cg.cbrt)))(8.0)
+    assert third == pytest.approx(10 / (27 * 2**8), rel=1e-13)  # d3/dx3 x^(1/3)
+
+
+def test_grad_argnums_and_value_and_grad():
+    def f(a, b):
+        return (cg.cbrt(a) * b).sum()
+
+    a, b = np.array([8.0, 27.0]), np.array([2.0, 3.0])
+    ga, gb = cg.grad(f, argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(ga, b / (3 * np.cbrt(a) ** 2))
+    np.testing.assert_allclose(gb, np.cbrt(a))
+    value, g = cg.value_and_grad(f, argnums=1)(a, b)
+    assert value == pytest.approx(13.0) and type(g) is np.ndarray
+
+
+def test_grad_of_constant_function_is_zero():
+    assert cg.grad(lambda x: cg.Tensor(np.array(3.0)))(1.0) == 0.0
+
+
+def test_grad_errors():
+    with pytest.raises(TypeError, match="argnums"):
+        cg.grad(cg.cbrt, argnums="0")
+    with pytest.raises(ValueError, match="argnums 2 is out of range"):
+        cg.grad(cg.cbrt, argnums=2)(8.0)
+    with pytest.raises(ValueError, match="scalar output"):
+        cg.grad(cg.cbrt)(np.array([8.0, 1.0]))
+    with pytest.raises(TypeError, match="must return a Tensor"):
+        cg.grad(lambda x: 1.0)(8.0)
+    with pytest.raises(TypeError, match="float arguments"):
+        cg.grad(cg.cbrt)(8)
+
+
+def test_gradcheck_catches_a_wrong_gradient():
+    class WrongCube(cg.engine.ops.CubeRootBackward):
+        __slots__ = ()
+
+        def grad_formula(self, g):
+            return (g / (2.9 * self.result**2),)
+
+    def f(x):
+        return cg.engine.ops.apply(WrongCube, (x,), cg.backends.get_backend("numpy"))
+
+    with pytest.raises(cg.GradcheckError, match="analytic"):
+        cg.gradcheck(f, (np.array([8.0, 2.0]),))
+    assert cg.gradcheck(f, (np.array([8.0]),), raise_exception=False) is False
+
+
+def test_gradcheck_argument_errors():
+    with pytest.raises(TypeError, match="float64"):
+        cg.gradcheck(cg.cbrt, (np.array([8.0], dtype=np.float32),))
+    with pytest.raises(ValueError, match="eps"):
+        cg.gradcheck(cg.cbrt, (np.array([8.0]),), eps=0.0)
+    with pytest.raises(ValueError, match="atol"):
+        cg.gradcheck(cg.cbrt, (np.array([8.0]),), atol=-1.0)
+    with pytest.raises(TypeError, match="not a Tensor"):
+        cg.gradcheck(lambda x: 1.0, (np.array([8.0]),))
+    with pytest.raises(ValueError, match="grad_outputs"):
+        cg.gradgradcheck(cg.cbrt, (np.array([8.0]),), grad_outputs=(np.ones(1), np.ones(1)))
+
+
+def test_tensor_construction_errors():
+    with pytest.raises(TypeError, match="data has dtype complex128"):
+        cg.Tensor(np.array([1j]))
+    with pytest.raises(TypeError, match="data has dtype"):
+        cg.Tensor(["a"])
+    with pytest.raises(TypeError, match="requires_grad must be a bool"):
+        cg.Tensor(np.ones(2), requires_grad=1)
+    with pytest.raises(TypeError, match="only floating-point tensors can require grad"):
+        cg.Tensor(np.array([1, 2]), requires_grad=True)
+    y = cg.cbrt(cg.Tensor(np.ones(2), requires_grad=True))
+    with pytest.raises(RuntimeError, match="only be changed on a leaf"):
+        y.requires_grad = False
+
+
+def test_op_argument_errors():
+    t = cg.Tensor(np.ones(2), requires_grad=True)
+    with pytest.raises(TypeError, match="exponent of \\*\\* must be a real scalar"):
+        t ** np.array([1.0, 2.0])
+    with pytest.raises(TypeError, match="only Tensor \\*\\* scalar"):
+        2.0**t
+    with pytest.raises(TypeError, match="b must be a Tensor, an ndarray or a real scalar"):
+        t + "x"
+    with pytest.raises(TypeError, match="b has dtype complex128"):
+        t * np.array([1j, 1j])
+    with pytest.raises(np.exceptions.AxisError):
+        t.sum(axis=3)
+    with pytest.raises(TypeError, match="dtype= or out="):
+        t.sum(dtype=np.float32)
+    with pytest.raises(TypeError, match="dtype must be float"):
+        cg.cbrt(t, dtype=np.int32)
+    with pytest.raises(TypeError, match="x has dtype complex128"):
+        cg.cbrt(np.array([1j]))
+    with cg.no_grad(), pytest.raises(ValueError, match="in-place result has shape"):
+        t += np.ones((3, 2))
+
+
+def test_tensor_attributes():
+    x = cg.Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    assert x.shape == (2, 3) and x.dtype == np.float64 and x.ndim == 2 and x.size == 6
+    d = x.detach()
+    assert d.grad_fn is None and not d.requires_grad and np.shares_memory(d.numpy(), x.numpy())
+    assert not x.numpy().flags.writeable
+    assert repr(cg.Tensor(np.array([1.0]))) == "Tensor([1.])"
+    assert isinstance(x.data, np.ndarray) and repr(x.data).startswith("array(")

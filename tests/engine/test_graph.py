@@ -1,0 +1,197 @@
+"""The backward pass: accumulation, fan-out, deep chains, memory, freed graphs, version checks."""
+
+import gc
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import cbrtgrad as cg
+
+
+def test_gradients_accumulate_across_backward_calls():
+    x = cg.Tensor(np.array([8.0]), requires_grad=True)
+    cg.cbrt(x).sum().backward()
+    cg.cbrt(x).sum().backward()
+    np.testing.assert_allclose(x.grad, [2 / 12])
+    x.grad = None
+    (x * 3.0).sum().backward()
+    np.testing.assert_allclose(x.grad, [3.0])
+
+
+def test_fan_out_accumulates_per_node():
+    # y is used three times; its node must wait for all three contributions.
+    x = cg.Tensor(np.array([8.0, -1.0]), requires_grad=True)
+    y = cg.cbrt(x)
+    loss = (y * y + y + y * 2.0).sum()
+    loss.backward()
+    yv = np.cbrt(x.data)
+    np.testing.assert_allclose(x.grad, (2 * yv + 3) / (3 * yv**2), rtol=1e-14)
+
+
+def test_leaf_used_twice_and_grad_not_aliased():
+    x = cg.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    w = cg.Tensor(np.array([3.0, 4.0]), requires_grad=True)
+    (x + w).sum().backward()
+    np.testing.assert_array_equal(x.grad, [1.0, 1.0])
+    x.grad[0] = 5.0  # .grad is an owned, writable array
+    np.testing.assert_array_equal(w.grad, [1.0, 1.0])
+
+
+def test_backward_with_explicit_gradient():
+    x = cg.Tensor(np.array([8.0, 27.0]), requires_grad=True)
+    cg.cbrt(x).backward(np.array([12.0, 27.0]))
+    np.testing.assert_allclose(x.grad, [1.0, 1.0])
+
+
+def test_deep_chain_has_no_recursion_limit():
+    depth = 100_000
+    assert depth > sys.getrecursionlimit()
+    x = cg.Tensor(np.array([1.0]), requires_grad=True)
+    y = x
+    for _ in range(depth):
+        y = y * 1.0
+    y = cg.cbrt(y + 7.0)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad, [1 / 12])
+    del y
+    gc.collect()
+
+
+def test_no_memory_growth_over_build_and_backward_cycles():
+    x = cg.Tensor(np.linspace(1.0, 2.0, 16), requires_grad=True)
+
+    def cycles(n):
+        for _ in range(n):
+            x.grad = None
+            (cg.cbrt(x) * 2.0 + x).sum().backward()
+
+    cycles(200)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        # collect() so that the interpreter's own pending garbage is not
+        # counted; the graph itself holds no reference cycles.
+        cycles(1_000)
+        gc.collect()
+        before, _ = tracemalloc.get_traced_memory()
+        cycles(10_000)
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - before < 4_096, f"memory grew by {after - before} bytes over 10^4 cycles"
+
+
+def test_saved_values_are_freed_after_backward():
+    x = cg.Tensor(np.array([8.0]), requires_grad=True)
+    y = cg.cbrt(x)
+    node = y.grad_fn
+    y.sum().backward()
+    assert node.result is None and node.released
+
+
+def test_second_backward_through_freed_graph_raises():
+    x = cg.Tensor(np.array([8.0]), requires_grad=True)
+    loss = cg.cbrt(x).sum()
+    loss.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = cg.Tensor(np.array([8.0]), requires_grad=True)
+    loss = cg.cbrt(x).sum()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    np.testing.assert_allclose(x.grad, [2 / 12])
+
+
+def test_non_scalar_backward_without_gradient_raises():
+    x = cg.Tensor(np.array([8.0, 1.0]), requires_grad=True)
+    with pytest.raises(RuntimeError, match="gradient="):
+        cg.cbrt(x).backward()
+
+
+def test_gradient_of_wrong_shape_or_dtype():
+    x = cg.Tensor(np.array([8.0, 1.0]), requires_grad=True)
+    y = cg.cbrt(x)
+    with pytest.raises(ValueError, match=r"gradient has shape \(3,\); expected \(2,\)"):
+        y.backward(np.ones(3))
+    with pytest.raises(TypeError, match="gradient must have a float dtype"):
+        y.backward(np.ones(2, dtype=np.int64))
+
+
+def test_backward_on_tensor_without_grad_raises():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        cg.cbrt(cg.Tensor(np.array([8.0]))).sum().backward()
+
+
+def test_version_check_on_saved_output_after_data_write():
+    x = cg.Tensor(np.array([8.0, 27.0]), requires_grad=True)
+    y = cg.cbrt(x)
+    y.data[0] = 100.0
+    with pytest.raises(RuntimeError, match=r"CubeRootBackward.*at version 1; expected version 0"):
+        y.sum().backward()
+
+
+def test_version_check_after_in_place_operator():
+    x = cg.Tensor(np.array([8.0, 27.0]), requires_grad=True)
+    y = cg.cbrt(x)
+    y += 1.0
+    assert y.version == 1 and type(y.grad_fn).__name__ == "AddBackward"
+    with pytest.raises(RuntimeError, match="CubeRootBackward"):
+        y.sum().backward()
+
+
+def test_version_check_after_out_and_ufunc_writes():
+    x = cg.Tensor(np.array([8.0, 27.0]), requires_grad=True)
+    y = cg.cbrt(x)
+    np.multiply(y.data, 2.0, out=y.data)
+    assert y.version == 1
+    y.data += 1.0
+    assert y.version == 2
+    with cg.no_grad():
+        cg.cbrt(cg.Tensor(np.array([1.0, 1.0])), out=y)
+    assert y.version == 3
+    with pytest.raises(RuntimeError, match="at version 3; expected version 0"):
+        y.sum().backward()
+
+
+def test_version_check_on_saved_input():
+    a = cg.Tensor(np.array([2.0]), requires_grad=True)
+    b = cg.Tensor(np.array([3.0]), requires_grad=True)
+    out = a * b
+    with cg.no_grad():
+        b += 1.0
+    with pytest.raises(RuntimeError, match="MultiplyBackward"):
+        out.sum().backward()
+
+
+def test_unmodified_reads_do_not_bump_the_version():
+    y = cg.cbrt(cg.Tensor(np.array([8.0]), requires_grad=True))
+    _ = y.data + 1.0, y.data.copy(), y.numpy(), np.asarray(y)
+    c = y.data.copy()
+    c[0] = 5.0  # a copy is other memory
+    assert y.version == 0
+
+
+def test_in_place_on_leaf_requiring_grad_raises_but_no_grad_allows_it():
+    x = cg.Tensor(np.array([1.0]), requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Tensor that requires grad"):
+        x += 1.0
+    with cg.no_grad():
+        x -= 0.5
+    np.testing.assert_array_equal(x.data, [0.5])
+    assert x.is_leaf and x.requires_grad
+
+
+def test_out_and_where_with_grad_raise():
+    x = cg.Tensor(np.array([8.0]), requires_grad=True)
+    with pytest.raises(RuntimeError, match="not differentiable"):
+        cg.cbrt(x, out=cg.Tensor(np.zeros(1)))
+    with pytest.raises(RuntimeError, match="not differentiable"):
+        cg.cbrt(x, where=np.array([True]))
+    with cg.no_grad(), pytest.raises(TypeError, match="out must be a Tensor"):
+        cg.cbrt(x, out=np.zeros(1))
