@@ -9,6 +9,10 @@
                            ``vvcbrt`` (default: Apple's Accelerate framework)
 ``CBRTGRAD_PARALLEL_MIN``  smallest array size that the automatic choice sends
                            to the parallel backend (default 1_000_000)
+``CBRTGRAD_VECTOR_WIDTH``  SIMD width in bits that the CPU kernels' loops prefer:
+                           ``512`` (default; LLVM keeps it at the widest the CPU
+                           has) or ``256`` (numba's own default, for CPUs that
+                           slow their clock on 512-bit instructions)
 =========================  ====================================================
 """
 
@@ -29,6 +33,7 @@ class Settings:
     fastmath: bool
     accelerate_path: str
     parallel_min_size: int
+    vector_width: int
 
 
 def _parse_int(name: str, default: int) -> int:
@@ -41,6 +46,14 @@ def _parse_int(name: str, default: int) -> int:
         raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from None
     if value < 0:
         raise ValueError(f"environment variable {name} must be >= 0, got {value}")
+    return value
+
+
+def _parse_choice(name: str, default: int, choices: tuple[int, ...]) -> int:
+    value = _parse_int(name, default)
+    if value not in choices:
+        allowed = " or ".join(str(c) for c in choices)
+        raise ValueError(f"environment variable {name} must be {allowed}, got {value}")
     return value
 
 
@@ -64,4 +77,5 @@ def settings() -> Settings:
         fastmath=os.environ.get("CBRTGRAD_FASTMATH", "0").strip() not in ("", "0", "false", "no"),
         accelerate_path=os.environ.get("CBRTGRAD_ACCELERATE", ACCELERATE_DEFAULT),
         parallel_min_size=_parse_int("CBRTGRAD_PARALLEL_MIN", 1_000_000),
+        vector_width=_parse_choice("CBRTGRAD_VECTOR_WIDTH", 512, (256, 512)),
     )

@@ -29,6 +29,71 @@ def test_ufunc_loops_are_vectorised():
         assert re.search(r"vf(n)?m(add|sub)\d+[ps]d\s+%[yz]mm", text)
 
 
+def _has_avx512() -> bool:
+    import llvmlite.binding as ll
+
+    return "+avx512f" in ll.get_host_cpu_features().flatten().split(",")
+
+
+_ASM_OF_KERNELS_AND_A_USER_LOOP = """
+import numba
+from cbrtgrad.kernels.cpu import ufuncs
+ufuncs()
+numba.vectorize(["float64(float64)"])(lambda v: v * 3.0 + 1.0)
+"""
+
+
+def _wrapper_asm(env_extra: dict[str, str]) -> list[str]:
+    env = dict(os.environ, NUMBA_DUMP_ASSEMBLY="1", **env_extra)
+    done = subprocess.run(
+        [sys.executable, "-c", _ASM_OF_KERNELS_AND_A_USER_LOOP],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    sections = re.split(r"-{5,}ASSEMBLY ", done.stdout)
+    return [s for s in sections if s.startswith("ufunc_wrapper")]
+
+
+@pytest.mark.skipif(not _has_avx512(), reason="needs an AVX-512 CPU")
+def test_kernels_use_512_bit_vectors_and_other_numba_code_keeps_its_default():
+    wrappers = _wrapper_asm({})
+    # four kernel loops, then the user's loop compiled after them
+    assert len(wrappers) == 5
+    for text in wrappers[:4]:
+        assert re.search(r"%zmm\d+", text), "kernel loop is not 512-bit"
+    assert re.search(r"%ymm\d+", wrappers[4]) and not re.search(r"%zmm\d+", wrappers[4])
+
+
+@pytest.mark.skipif(not _has_avx512(), reason="needs an AVX-512 CPU")
+def test_vector_width_256_keeps_numbas_default():
+    wrappers = _wrapper_asm({"CBRTGRAD_VECTOR_WIDTH": "256"})
+    # The float64 loops (second and fourth) are 256-bit, as numba makes them.
+    # NOTE: the float32 loops use zmm under numba's default too: LLVM picks
+    # 8 lanes from the float32 width, and their float64 arithmetic fills zmm.
+    for text in (wrappers[1], wrappers[3]):
+        assert re.search(r"%ymm\d+", text) and not re.search(r"%zmm\d+", text)
+
+
+@pytest.mark.parametrize("raw", ["128", "wide"])
+def test_bad_vector_width_is_a_value_error(monkeypatch, raw):
+    monkeypatch.setenv("CBRTGRAD_VECTOR_WIDTH", raw)
+    _config.settings.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="CBRTGRAD_VECTOR_WIDTH"):
+            _config.settings()
+    finally:
+        monkeypatch.delenv("CBRTGRAD_VECTOR_WIDTH")
+        _config.settings.cache_clear()
+
+
+def test_preferred_vector_width_rejects_other_widths():
+    with pytest.raises(ValueError, match="bits must be 256 or 512"):
+        with _compile.preferred_vector_width(1024):
+            pass
+
+
 def test_fastmath_flag_warns(monkeypatch):
     monkeypatch.setenv("CBRTGRAD_FASTMATH", "1")
     _config.settings.cache_clear()

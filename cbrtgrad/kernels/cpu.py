@@ -205,18 +205,20 @@ def _as_ufunc(compiled: Any) -> np.ufunc:
 
 def _build_ufuncs() -> CpuUfuncs:
     options = _compile.cpu_options()
-    fwd = numba.vectorize(FLOAT_SIGNATURES_1, **options)(cube_root_kernel)
-    bwd = numba.vectorize(FLOAT_SIGNATURES_2, **options)(cube_root_grad_kernel)
+    with _compile.preferred_vector_width():
+        fwd = numba.vectorize(FLOAT_SIGNATURES_1, **options)(cube_root_kernel)
+        bwd = numba.vectorize(FLOAT_SIGNATURES_2, **options)(cube_root_grad_kernel)
     return CpuUfuncs(_as_ufunc(fwd), _as_ufunc(bwd))
 
 
 def _build_parallel() -> ParallelLoops:
     options = _compile.cpu_options()
-    return ParallelLoops(
-        numba.njit(LOOP_SIGNATURES_1, parallel=True, **options)(_forward_loop_parallel),
-        numba.njit(LOOP_SIGNATURES_2, parallel=True, **options)(_backward_loop_parallel),
-        numba.njit(FUSED_SIGNATURES, parallel=True, **options)(_fused_loop_parallel),
-    )
+    with _compile.preferred_vector_width():
+        return ParallelLoops(
+            numba.njit(LOOP_SIGNATURES_1, parallel=True, **options)(_forward_loop_parallel),
+            numba.njit(LOOP_SIGNATURES_2, parallel=True, **options)(_backward_loop_parallel),
+            numba.njit(FUSED_SIGNATURES, parallel=True, **options)(_fused_loop_parallel),
+        )
 
 
 def _cached(key: str, build: Callable[[], Any]) -> Any:

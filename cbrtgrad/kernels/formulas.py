@@ -15,12 +15,17 @@ float64, with error at most 0.5 + 2^-10 ulp:
 
 1. ``r ~ |x|^(-1/3)`` from an exponent bit trick (``K - bits/3``, about 3.5 %
    relative error), then three division-free Newton steps
-   ``r <- r * (4/3 - (x/3) r^3)``; each squares the error: 2^-31 after three.
-2. ``y0 = x r^2`` and the residual ``x - y0^3`` computed almost exactly with
-   error-free products (``fma``), then one Newton correction
-   ``y = y0 + (x - y0^3) r^2 / 3``. The correction is of the order of an ulp and
-   is computed to about 2^-30 relative, so ``y`` is the correctly rounded value
-   of ``cbrt(x)`` plus at most 2^-30 ulp before its one final rounding.
+   ``r <- r * (4/3 - ((x/3) r) r^2)``; each squares the error: 2^-31 after
+   three. Multiplying ``(x/3) r`` first keeps every product normal up to the
+   largest float64, so only tiny inputs need rescaling.
+2. ``y0 = x r^2`` and the residual ``x - y0^3`` computed almost exactly: with
+   ``a + b = y0*y0`` exactly (one ``fma``), ``x - y0*a`` is exact before its one
+   rounding (``fma``; it is about 2^-30 x, so that rounding is 2^-83 x) and
+   ``y0*b`` is folded in by one more ``fma``. One Newton correction
+   ``y = y0 + (x - y0^3) r^2 / 3`` follows. The correction is of the order of an
+   ulp and is computed to about 2^-30 relative, so ``y`` is the correctly
+   rounded value of ``cbrt(x)`` plus at most 2^-30 ulp before its one final
+   rounding.
 
 float32, correctly rounded for every input:
 
@@ -28,7 +33,8 @@ float32, correctly rounded for every input:
    far below a float32 half-ulp, 2^-25), then ``y32 = float32(y0)``.
 2. ``y32`` is either the correct result or one ulp away from it, towards
    ``y0``. Which one is decided exactly: the midpoint ``m`` between ``y32`` and
-   that neighbour has 25 significant bits, so ``m*m`` is exact in float64 and
+   that neighbour (``y32``'s float64 bit pattern plus or minus 2^28) has 25
+   significant bits, so ``m*m`` is exact in float64 and
    ``m^3 = hi + lo`` exactly with one ``fma``; the sign of ``x - m^3`` (exact by
    Sterbenz' lemma, since ``m^3`` is within a factor 2 of ``x``) says on which
    side of ``m`` the true cube root lies. No float32 cube root is a midpoint
@@ -55,14 +61,11 @@ import numpy as np
 _SIGN64 = np.int64(-0x8000000000000000)
 _INF64 = np.int64(0x7FF0000000000000)
 _ONE64 = np.int64(0x3FF0000000000000)
-# |x| < 2^-800 or >= 2^800 is rescaled by 2^(-+300) so that neither x r^3 nor
-# the residual terms (about 2^-106 |x|) leave the normal range.
+# |x| < 2^-800 is rescaled by 2^300 so that the residual terms (about
+# 2^-106 |x|) stay normal; large |x| needs no rescaling (see the Newton step).
 _TINY64 = np.int64(0x0DF0000000000000)
-_HUGE64 = np.int64(0x71F0000000000000)
 _UP_SCALE = 2.0**300
 _UP_UNSCALE = 2.0**-100
-_DOWN_SCALE = 2.0**-300
-_DOWN_UNSCALE = 2.0**100
 _ABS64 = np.int64(0x7FFFFFFFFFFFFFFF)
 # The gradient's refined path runs for 2^-400 <= |y| < 2^400.
 _GRAD_LO64 = np.int64(0x26F0000000000000)
@@ -75,6 +78,8 @@ _INV_CBRT_MAGIC64 = np.int64(0x553EF0FF289DD796)
 _SIGN32 = np.int32(-0x80000000)
 _INF32 = np.int32(0x7F800000)
 _ONE32 = np.int32(0x3F800000)
+# Half a float32 ulp, in units of the float64 bit pattern (52 - 23 - 1 bits).
+_HALF_ULP32_AS_I64 = np.int64(1 << 28)
 
 _THIRD = 1.0 / 3.0
 _FOUR_THIRDS = 4.0 / 3.0
@@ -119,9 +124,10 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         guess = _INV_CBRT_MAGIC64 - np.int64(np.float64(f64_as_i64(ax)) * _THIRD)
         r = i64_as_f64(guess)
         ax3 = ax * _THIRD
-        r = r * fma(-ax3, r * r * r, _FOUR_THIRDS)
-        r = r * fma(-ax3, r * r * r, _FOUR_THIRDS)
-        r = r * fma(-ax3, r * r * r, _FOUR_THIRDS)
+        # (ax/3 r) r^2, not ax/3 r^3: r^3 is subnormal for |x| near 2^1024.
+        r = r * fma(-(ax3 * r), r * r, _FOUR_THIRDS)
+        r = r * fma(-(ax3 * r), r * r, _FOUR_THIRDS)
+        r = r * fma(-(ax3 * r), r * r, _FOUR_THIRDS)
         return r
 
     @jit
@@ -132,22 +138,20 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # NOTE: ±0, ±inf and nan are returned as they came (sign and payload
         # kept); the arithmetic below runs on 1.0 for them so that it raises
         # no floating-point flag.
-        special = (iax == 0) | (iax >= _INF64)
+        # iax == 0 or iax >= inf, as one unsigned compare.
+        special = np.uint64(iax - np.int64(1)) >= np.uint64(_INF64 - np.int64(1))
         tiny = iax < _TINY64
-        huge = iax >= _HUGE64
-        scale = _UP_SCALE if tiny else (_DOWN_SCALE if huge else 1.0)
-        unscale = _UP_UNSCALE if tiny else (_DOWN_UNSCALE if huge else 1.0)
+        scale = _UP_SCALE if tiny else 1.0
+        unscale = _UP_UNSCALE if tiny else 1.0
         ax = i64_as_f64(_ONE64 if special else iax) * scale
         r = inverse_cbrt_f64(ax)
         r2 = r * r
         y = ax * r2
-        # y^3 = c + d + y*b exactly (a + b = y*y, c + d = y*a), so the residual
-        # ax - y^3 is exact up to the rounding of two tiny terms.
+        # y^3 = y*a + y*b exactly (a + b = y*y); ax - y*a is exact inside the
+        # fma and small, so its rounding and that of the y*b term are tiny.
         a = y * y
         b = fma(y, y, -a)
-        c = y * a
-        d = fma(y, a, -c)
-        residual = (ax - c) - fma(y, b, d)
+        residual = fma(-y, b, fma(-y, a, ax))
         y = fma(residual, r2 * _THIRD, y) * unscale
         iy = iax if special else f64_as_i64(y)
         return i64_as_f64(iy | sign)
@@ -167,13 +171,15 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         iy = np.int32(f32_as_i32(y32))
         y32d = np.float64(y32)
         up = y0 > y32d
-        neighbour = np.int32(iy + np.int32(1) if up else iy - np.int32(1))
-        # Midpoint between y32 and the neighbour on y0's side: exact in float64.
-        m = (y32d + np.float64(i32_as_f32(neighbour))) * 0.5
+        # The midpoint between y32 and its neighbour on y0's side, exact in
+        # float64: half a float32 ulp is 2^28 units of the float64 bit
+        # pattern, and the integer step crosses binades correctly.
+        m = i64_as_f64(f64_as_i64(y32d) + (_HALF_ULP32_AS_I64 if up else -_HALF_ULP32_AS_I64))
         m2 = m * m
         hi = m2 * m
         lo = fma(m2, m, -hi)
         above = ((ax - hi) - lo) > 0.0
+        neighbour = np.int32(iy + np.int32(1) if up else iy - np.int32(1))
         iy = neighbour if above == up else iy
         iy = iax if special else iy
         return i32_as_f32(np.int32(iy | sign))
