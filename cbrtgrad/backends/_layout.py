@@ -58,6 +58,8 @@ def call_ufunc(
     are uninitialised when no ``out`` is given, as in numpy).
     """
     if where is True:
+        if out is None and dtype is None:
+            return ufunc(*args)  # the hot path: no keyword parsing in numpy
         return ufunc(*args, out=out, dtype=dtype)
     result = ufunc(*args, dtype=dtype)
     if out is None:

@@ -180,7 +180,7 @@ def auto_choice(x: Any) -> Backend:
     >>> auto_choice(np.ones(2_000_000, np.float16)).name
     'parallel'
     """
-    if is_device_array(x):
+    if type(x) is not np.ndarray and is_device_array(x):
         return get_backend("cuda")
     if isinstance(x, (np.ndarray, np.generic)):
         if x.dtype in _ACCELERATE_DTYPES and _use_accelerate():

@@ -99,7 +99,7 @@ def run_backward(
     while ready:
         node = ready.pop()
         g = grads.pop(node)
-        if node in stop:
+        if stop and node in stop:
             leaves[node] = g
             continue
         if node.released:

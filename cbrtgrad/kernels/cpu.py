@@ -244,7 +244,9 @@ def ufuncs() -> CpuUfuncs:
     >>> ufuncs().cube_root(np.array([-8.0, 27.0]))
     array([-2.,  3.])
     """
-    result: CpuUfuncs = _cached("ufuncs", _build_ufuncs)
+    result: CpuUfuncs | None = _built.get("ufuncs")  # the hot path: one dict lookup
+    if result is None:
+        result = _cached("ufuncs", _build_ufuncs)
     return result
 
 
