@@ -24,6 +24,7 @@ from typing import TextIO
 import numba
 import numpy as np
 
+from .. import _progress
 from ..kernels._primitives import f32_as_i32, fma, i32_as_f32
 from ..kernels.cpu import cube_root
 
@@ -121,16 +122,6 @@ class SweepResult:
         return self.failures == 0 and self.checked > 0
 
 
-def _progress(done: int, total: int, started: float, stream: TextIO) -> None:
-    width = 40
-    filled = int(width * done / total)
-    elapsed = time.perf_counter() - started
-    eta = elapsed / done * (total - done) if done else 0.0
-    bar = "#" * filled + "-" * (width - filled)
-    stream.write(f"\r[{bar}] {done / total:6.1%}  {elapsed:6.0f} s elapsed, ~{eta:4.0f} s left")
-    stream.flush()
-
-
 def sweep(
     start: int = 0, stop: int = TOTAL, *, progress: bool = True, stream: TextIO | None = None
 ) -> SweepResult:
@@ -170,7 +161,7 @@ def sweep(
         position += count
         result.checked += count
         if progress:
-            _progress(position - start, stop - start, started, out)
+            _progress.draw(position - start, stop - start, started, out)
     if progress:
         out.write("\n")
     result.seconds = time.perf_counter() - started
