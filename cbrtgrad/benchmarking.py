@@ -133,6 +133,23 @@ def run(
 ) -> list[BenchRow]:
     """Measure every kernel for every size, dtype and backend.
 
+    Parameters
+    ----------
+    sizes : tuple of int
+        Array sizes.
+    dtypes : tuple of numpy.dtype
+        float32 and/or float64.
+    repeat : int
+        Calls per measurement (a quarter of them, at least 3, above 10^6
+        elements).
+    backends : tuple of str
+        Backend names.
+
+    Returns
+    -------
+    list of BenchRow
+        The forward, gradient and fused rows, each against its anchors.
+
     Examples
     --------
     >>> rows = run(sizes=(1000,), repeat=2)
@@ -208,10 +225,18 @@ def host_backends() -> tuple[str, ...]:
     )
 
 
-def _per_call(func: Callable[[], Any], n: int, repeat: int) -> float:
-    # Small arrays take about a microsecond, near the clock's resolution: time
-    # enough calls in a row that one measurement lasts tens of microseconds.
-    number = max(1, 20_000 // max(n, 1))
+def _per_call(func: Callable[[], Any], repeat: int) -> float:
+    # A call on a small array takes about a microsecond, near the clock's
+    # resolution: time enough calls in a row that one measurement lasts some
+    # 20 us, and fewer measurements where a call is slow (the parallel
+    # backend's threads can take milliseconds to wake on a loaded machine), so
+    # that no point takes more than about a second.
+    func()  # compile and warm up
+    start = time.perf_counter()
+    func()
+    single = max(time.perf_counter() - start, 1e-9)
+    number = max(1, min(1000, int(2e-5 / single)))
+    repeat = max(1, min(repeat, int(1.0 / (single * number))))
     if number == 1:
         return best_time(func, repeat)
 
@@ -302,7 +327,7 @@ def curve(
                 (label, functools.partial(f, x, out=out)) for label, f in CURVE_ANCHORS.items()
             ]
             for series, func in timed:
-                seconds = _per_call(func, n, reps)
+                seconds = _per_call(func, reps)
                 points.append(CurvePoint(series, str(dtype), n, seconds / n * 1e9))
                 done += 1
                 if progress:

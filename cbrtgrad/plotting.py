@@ -87,7 +87,7 @@ def check_path(path: str) -> str:
     return path
 
 
-def plot_curve(points: list[CurvePoint], path: str, *, title: str = "") -> None:
+def plot_curve(points: list[CurvePoint], path: str, *, title: str = "") -> Any:
     """Draw ns per element against array size, log-log, one panel per dtype.
 
     Parameters
@@ -98,6 +98,11 @@ def plot_curve(points: list[CurvePoint], path: str, *, title: str = "") -> None:
         Output file (see :func:`check_path`).
     title : str, optional
         A line above the panels (the machine and the versions, say).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure written (one axes per dtype, one line per series).
 
     Raises
     ------
@@ -110,7 +115,9 @@ def plot_curve(points: list[CurvePoint], path: str, *, title: str = "") -> None:
     >>> from cbrtgrad.benchmarking import CurvePoint
     >>> points = [CurvePoint("np.cbrt", "float64", n, 1.0 + 100 / n) for n in (10, 100, 1000)]
     >>> path = os.path.join(tempfile.mkdtemp(), "curve.png")
-    >>> plot_curve(points, path)
+    >>> figure = plot_curve(points, path)
+    >>> [line.get_label() for line in figure.axes[0].get_lines()]
+    ['np.cbrt']
     >>> open(path, "rb").read(4)[1:]
     b'PNG'
     """
@@ -151,3 +158,4 @@ def plot_curve(points: list[CurvePoint], path: str, *, title: str = "") -> None:
     if title:
         figure.suptitle(title, fontsize="medium")
     figure.savefig(path, dpi=110)
+    return figure

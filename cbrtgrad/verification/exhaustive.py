@@ -84,6 +84,21 @@ def _sweep(start: int, count: int, bad: np.ndarray) -> int:  # pragma: no cover 
 def is_correctly_rounded(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Element-wise exact check that float32 ``y`` is the correctly rounded cbrt of ``x``.
 
+    Parameters
+    ----------
+    x, y : array_like
+        Inputs and claimed cube roots, cast to float32, of the same shape.
+
+    Returns
+    -------
+    ndarray of bool
+        Of the shape of ``x``.
+
+    Raises
+    ------
+    ValueError
+        When the shapes differ.
+
     Examples
     --------
     >>> x = np.float32([27.0, 2.0]); y = np.float32([3.0, 1.2599211])
@@ -132,7 +147,9 @@ def sweep(
     start, stop : int
         Range of bit patterns as unsigned 32-bit integers (default: all).
     progress : bool
-        Draw a progress bar on ``stream`` (default stderr).
+        Draw a progress bar on ``stream``.
+    stream : file-like, optional
+        Where the progress bar goes (default stderr).
 
     Returns
     -------
