@@ -127,8 +127,10 @@ def test_make_plots_writes_the_page_figures(tmp_path, capsys):
     make_plots = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make_plots)
     argv = ["--out", str(tmp_path), "--table-sizes", "1000", "--curve-sizes", "64", "--repeat", "1"]
+    argv += ["-n", "64"]
     assert make_plots.main(argv) == 0
     assert "kernel" in (tmp_path / "bench_table.txt").read_text()
+    assert "max ulp" in (tmp_path / "verify_table.txt").read_text()
     curve = (tmp_path / "bench_curve.txt").read_text()
     assert (
         "cbrtgrad[cpu]" in curve and "scipy.special.cbrt" in curve and "plot written" not in curve
@@ -136,5 +138,6 @@ def test_make_plots_writes_the_page_figures(tmp_path, capsys):
     assert "custom run" in (tmp_path / "machine.txt").read_text()
     assert (tmp_path / "bench_curve.png").read_bytes()[1:4] == b"PNG"
     # The committed figures the performance page includes exist.
-    for name in ("bench_table.txt", "bench_curve.txt", "machine.txt", "bench_curve.png"):
+    committed = ("verify_table.txt", "exhaustive.txt", "bench_table.txt", "bench_curve.txt")
+    for name in (*committed, "machine.txt", "bench_curve.png"):
         assert (DOCS / "generated" / name).is_file()

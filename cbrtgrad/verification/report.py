@@ -147,7 +147,10 @@ def verify_backend(backend: str, dtype: np.dtype, n: int, seed: int = 0) -> Row:
 
 
 def verify(n: int = cases.VERIFY_SIZE, backends: list[str] | None = None) -> list[Row]:
-    """Run :func:`~cbrtgrad.verification.report.verify_backend` for each available backend, dtype.
+    """Measure every available backend (or those given) on both dtypes.
+
+    One call of :func:`~cbrtgrad.verification.report.verify_backend` per
+    backend and dtype.
 
     Parameters
     ----------
