@@ -9,15 +9,18 @@ moving the same bytes.
 
 from __future__ import annotations
 
+import functools
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import scipy.special
 
-from . import api
+from . import _progress, api
+from .backends import _registry
 from .verification import cases
 
 
@@ -130,6 +133,23 @@ def run(
 ) -> list[BenchRow]:
     """Measure every kernel for every size, dtype and backend.
 
+    Parameters
+    ----------
+    sizes : tuple of int
+        Array sizes.
+    dtypes : tuple of numpy.dtype
+        float32 and/or float64.
+    repeat : int
+        Calls per measurement (a quarter of them, at least 3, above 10^6
+        elements).
+    backends : tuple of str
+        Backend names.
+
+    Returns
+    -------
+    list of BenchRow
+        The forward, gradient and fused rows, each against its anchors.
+
     Examples
     --------
     >>> rows = run(sizes=(1000,), repeat=2)
@@ -167,3 +187,179 @@ def format_rows(rows: list[BenchRow]) -> str:
 def rows_as_dicts(rows: list[BenchRow]) -> list[dict[str, Any]]:
     """The rows as JSON-ready dicts."""
     return [asdict(r) for r in rows]
+
+
+# -- ns per element against array size (``cbrtgrad bench --plot``) -------------
+
+#: Sizes of the curve: 10 to 10^7 elements, two per decade.
+CURVE_SIZES = tuple(int(round(10 ** (k / 2))) for k in range(2, 15))
+
+#: The anchors drawn beside the backends, by label.
+CURVE_ANCHORS: dict[str, Callable[..., Any]] = {
+    "np.cbrt": np.cbrt,
+    "scipy.special.cbrt": scipy.special.cbrt,
+}
+
+
+@dataclass
+class CurvePoint:
+    """One point of the curve: the forward cube root of ``n`` elements by ``series``."""
+
+    series: str  # "cbrtgrad[<backend>]" or an anchor of CURVE_ANCHORS
+    dtype: str
+    n: int
+    ns_per_element: float
+
+
+def host_backends() -> tuple[str, ...]:
+    """The available backends that compute on numpy arrays (``cuda`` takes device arrays).
+
+    Examples
+    --------
+    >>> "cpu" in host_backends() and "numpy" in host_backends()
+    True
+    """
+    probe = np.zeros(1)
+    return tuple(
+        name for name in _registry.available() if _registry.get_backend(name).accepts(probe)
+    )
+
+
+def _per_call(func: Callable[[], Any], repeat: int) -> float:
+    # A call on a small array takes about a microsecond, near the clock's
+    # resolution: time enough calls in a row that one measurement lasts some
+    # 20 us, and fewer measurements where a call is slow (the parallel
+    # backend's threads can take milliseconds to wake on a loaded machine), so
+    # that no point takes more than about a second.
+    func()  # compile and warm up
+    start = time.perf_counter()
+    func()
+    single = max(time.perf_counter() - start, 1e-9)
+    number = max(1, min(1000, int(2e-5 / single)))
+    repeat = max(1, min(repeat, int(1.0 / (single * number))))
+    if number == 1:
+        return best_time(func, repeat)
+
+    def many() -> None:
+        for _ in range(number):
+            func()
+
+    return best_time(many, repeat) / number
+
+
+def curve(
+    sizes: tuple[int, ...] = CURVE_SIZES,
+    dtypes: tuple[np.dtype, ...] = cases.DTYPES,
+    repeat: int = 20,
+    backends: tuple[str, ...] | None = None,
+    *,
+    progress: bool = True,
+    stream: TextIO | None = None,
+) -> list[CurvePoint]:
+    """Measure ns per element of the forward for every size, dtype and series.
+
+    The series are cbrtgrad on each backend of ``backends`` (default: every
+    available host backend, :func:`host_backends`) and the anchors
+    ``np.cbrt`` and ``scipy.special.cbrt``, all writing into a preallocated
+    ``out``; each point is the best of ``repeat`` measurements (fewer above
+    10^6 elements, as in :func:`run`).
+
+    Parameters
+    ----------
+    sizes : tuple of int
+        Array sizes, each >= 1.
+    dtypes : tuple of numpy.dtype
+        float32 and/or float64.
+    repeat : int
+        Measurements per point (>= 1).
+    backends : tuple of str, optional
+        Backend names; each must be available and take numpy arrays.
+    progress : bool, default True
+        Draw a progress bar on ``stream`` (default stderr) while measuring.
+    stream : file-like, optional
+        Where the progress bar goes.
+
+    Returns
+    -------
+    list of CurvePoint
+
+    Raises
+    ------
+    ValueError
+        For an empty or non-positive ``sizes``, ``repeat < 1``, or a backend
+        that does not take numpy arrays.
+
+    Examples
+    --------
+    >>> points = curve(sizes=(100,), dtypes=(np.dtype(np.float64),), repeat=1,
+    ...                backends=("cpu",), progress=False)
+    >>> [(p.series, p.n) for p in points]
+    [('cbrtgrad[cpu]', 100), ('np.cbrt', 100), ('scipy.special.cbrt', 100)]
+    """
+    if not sizes or any(not isinstance(n, int) or n < 1 for n in sizes):
+        raise ValueError(f"cbrtgrad: sizes must be positive ints, got {sizes!r}")
+    if not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"cbrtgrad: repeat must be an int >= 1, got {repeat!r}")
+    names = host_backends() if backends is None else tuple(backends)
+    probe = np.zeros(1)
+    for name in names:
+        if not _registry.get_backend(name).accepts(probe):
+            raise ValueError(
+                f"cbrtgrad: backend {name!r} does not take numpy arrays, so it has no place "
+                "on this curve (tools/gpu_check.py measures the cuda backend on the device)"
+            )
+    out_stream = stream if stream is not None else sys.stderr
+    total = len(sizes) * len(dtypes) * (len(names) + len(CURVE_ANCHORS))
+    done = 0
+    started = time.perf_counter()
+    points: list[CurvePoint] = []
+    for n in sizes:
+        reps = repeat if n <= 1_000_000 else max(1, min(repeat, 5))
+        for dtype in dtypes:
+            x = cases.random_inputs(dtype, n, seed=1)
+            x = x / np.abs(x).max() * 1e6  # the magnitudes of forward_rows
+            out = np.empty_like(x)
+            timed: list[tuple[str, Callable[[], Any]]] = [
+                (f"cbrtgrad[{name}]", functools.partial(api.cbrt, x, out=out, backend=name))
+                for name in names
+            ]
+            timed += [
+                (label, functools.partial(f, x, out=out)) for label, f in CURVE_ANCHORS.items()
+            ]
+            for series, func in timed:
+                seconds = _per_call(func, reps)
+                points.append(CurvePoint(series, str(dtype), n, seconds / n * 1e9))
+                done += 1
+                if progress:
+                    _progress.draw(done, total, started, out_stream)
+    if progress:
+        out_stream.write("\n")
+    return points
+
+
+def format_curve(points: list[CurvePoint]) -> str:
+    """The curve as a table: one row per dtype and size, one column per series (ns/elem).
+
+    Examples
+    --------
+    >>> print(format_curve([CurvePoint("np.cbrt", "float64", 10, 1.5)]))
+    dtype            n      np.cbrt
+    -------------------------------
+    float64         10        1.500
+    """
+    series = list(dict.fromkeys(p.series for p in points))
+    width = max([12] + [len(s) + 2 for s in series])
+    header = f"{'dtype':<9}{'n':>10}" + "".join(f"{s:>{width}}" for s in series)
+    lines = [header, "-" * len(header)]
+    table: dict[tuple[str, int], dict[str, float]] = {}
+    for p in points:
+        table.setdefault((p.dtype, p.n), {})[p.series] = p.ns_per_element
+    for (dtype, n), row in table.items():
+        cells = "".join(f"{row[s]:>{width}.3f}" if s in row else f"{'':>{width}}" for s in series)
+        lines.append(f"{dtype:<9}{n:>10}{cells}")
+    return "\n".join(lines)
+
+
+def curve_as_dicts(points: list[CurvePoint]) -> list[dict[str, Any]]:
+    """The curve points as JSON-ready dicts."""
+    return [asdict(p) for p in points]

@@ -77,6 +77,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from . import benchmarking
 
+    if args.plot:
+        return cmd_bench_plot(args)
     rows = benchmarking.run(
         sizes=tuple(args.sizes), repeat=args.repeat, backends=tuple(args.backends)
     )
@@ -84,6 +86,43 @@ def cmd_bench(args: argparse.Namespace) -> int:
     payload: dict[str, object] = {"rows": benchmarking.rows_as_dicts(rows)}
     if args.json:
         _write_json(args.json, payload)
+    return 0
+
+
+#: The defaults of ``bench --sizes`` and ``--backends`` (the table's); with
+#: ``--plot`` they stand for the curve's own defaults instead.
+_TABLE_SIZES = [100_000, 10_000_000]
+_TABLE_BACKENDS = ["cpu"]
+
+
+def _plot_path(text: str) -> str:
+    # Checked while parsing, so that a missing matplotlib or a bad file name
+    # fails at once instead of after minutes of measuring.
+    from . import plotting
+
+    try:
+        return plotting.check_path(text)
+    except (ImportError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def cmd_bench_plot(args: argparse.Namespace) -> int:
+    """``cbrtgrad bench --plot FILE``: measure ns per element against size and draw it."""
+    from . import benchmarking, plotting
+
+    sizes = benchmarking.CURVE_SIZES if args.sizes == _TABLE_SIZES else tuple(args.sizes)
+    backends = None if args.backends == _TABLE_BACKENDS else tuple(args.backends)
+    points = benchmarking.curve(sizes=sizes, repeat=args.repeat, backends=backends)
+    print(benchmarking.format_curve(points))
+    title = (
+        f"cbrtgrad {__version__} forward, {llvm.get_host_cpu_name()}, "
+        f"numba {numba.__version__} ({numba.get_num_threads()} threads), "
+        f"numpy {np.__version__}, scipy {scipy.__version__}"
+    )
+    plotting.plot_curve(points, args.plot, title=title)
+    print(f"plot written to {args.plot}")
+    if args.json:
+        _write_json(args.json, {"curve": benchmarking.curve_as_dicts(points)})
     return 0
 
 
@@ -150,6 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeat", type=_positive, default=20, help="calls per measurement")
     bench.add_argument("--backends", type=_backend_list, default=["cpu"], help="comma-separated")
     bench.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    bench.add_argument(
+        "--plot",
+        metavar="FILE",
+        type=_plot_path,
+        default=None,
+        help="instead of the table, draw ns per element against array size (needs matplotlib: "
+        "the 'plot' extra) for every available host backend, np.cbrt and scipy.special.cbrt; "
+        "default sizes 10 to 10^7, two per decade; --sizes and --backends override them",
+    )
     bench.set_defaults(func=cmd_bench)
 
     info = sub.add_parser("info", help="versions, CPU features and backends")

@@ -1,4 +1,9 @@
-"""Backends: one protocol, one registry (see :mod:`cbrtgrad.backends._registry`)."""
+"""Backends: one protocol (:class:`Backend`), one registry (``cbrtgrad/backends/_registry.py``).
+
+Precedence of the choice: a ``backend=`` keyword, then the innermost
+:func:`use_backend` block, then ``CBRTGRAD_BACKEND``, then the automatic
+choice (:func:`auto_choice`).
+"""
 
 from ._protocol import Availability, Backend
 from ._registry import (

@@ -8,6 +8,13 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 class Availability(NamedTuple):
     """Whether a backend can run on this machine, and if not, why.
 
+    Parameters
+    ----------
+    available : bool
+        True when the backend can run here.
+    reason : str
+        What it runs on, or why it cannot run (a missing library, no GPU, ...).
+
     Examples
     --------
     >>> Availability(False, "not macOS")
@@ -22,30 +29,103 @@ class Availability(NamedTuple):
 class Backend(Protocol):
     """A provider of the three cube-root kernels.
 
-    Inputs reach a backend already validated by :mod:`cbrtgrad.api`: their
-    dtypes follow :mod:`cbrtgrad._dtypes`, and ``dtype`` is the dtype to compute
-    in (or ``None`` for the input's own float dtype). ``out`` and ``where``
-    have numpy ufunc meaning.
+    Inputs reach a backend already validated by the public functions
+    (:func:`cbrtgrad.cbrt` and the others): their dtypes follow the rules of
+    ``cbrtgrad/_dtypes.py``, and ``dtype`` is the dtype to compute in (or
+    ``None`` for the input's own float dtype). ``out`` and ``where`` have numpy
+    ufunc meaning. Get one with :func:`get_backend`.
+
+    Examples
+    --------
+    >>> from cbrtgrad.backends import Backend, get_backend
+    >>> import numpy as np
+    >>> cpu = get_backend("cpu")
+    >>> isinstance(cpu, Backend), cpu.cube_root(np.array([27.0]))
+    (True, array([3.]))
     """
 
     name: str
 
     def availability(self) -> Availability:
-        """Probe the machine; never raises."""
+        """Probe the machine; never raises.
+
+        Returns
+        -------
+        Availability
+        """
         ...
 
     def accepts(self, x: Any) -> bool:
-        """Whether ``x`` lives where this backend computes (host or device)."""
+        """Whether ``x`` lives where this backend computes (host or device).
+
+        Parameters
+        ----------
+        x : object
+            An input of a call.
+
+        Returns
+        -------
+        bool
+        """
         ...
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        """``y = sgn(x) |x|^(1/3)``."""
+        """Compute ``y = sgn(x) |x|^(1/3)``.
+
+        Parameters
+        ----------
+        x : array_like
+            Input, validated by :func:`cbrtgrad.cbrt`.
+        out : array, optional
+            Where to write ``y``.
+        where : array_like of bool, optional
+            Where to compute.
+        dtype : numpy.dtype, optional
+            float32 or float64 to compute in.
+
+        Returns
+        -------
+        array
+            ``y``, on the backend's side (host or device).
+        """
         ...
 
     def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
-        """``dx = g / (3 y^2)`` from the saved output ``y``."""
+        """Compute ``dx = g / (3 y^2)`` from the saved output ``y``.
+
+        Parameters
+        ----------
+        g : array_like
+            Upstream gradient.
+        y : array_like
+            The saved output of :meth:`cube_root`.
+        out : array, optional
+            Where to write ``dx``.
+        where : array_like of bool, optional
+            Where to compute.
+
+        Returns
+        -------
+        array
+            ``dx``.
+        """
         ...
 
     def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
-        """``(y, dx)`` in one pass over memory; ``out`` is a pair or ``None``."""
+        """Compute ``(y, dx)`` in one pass over memory.
+
+        Parameters
+        ----------
+        x : array_like
+            Input of the cube root.
+        g : array_like
+            Upstream gradient.
+        out : tuple of two arrays, optional
+            ``(y, dx)`` to write into.
+
+        Returns
+        -------
+        (array, array)
+            ``y`` and ``dx``, the same bits as the two separate calls.
+        """
         ...

@@ -40,7 +40,19 @@ _lock = threading.Lock()
 
 
 class BackendUnavailableError(RuntimeError):
-    """A known backend cannot run on this machine; the message says why."""
+    """A known backend cannot run on this machine; the message says why.
+
+    Examples
+    --------
+    Apple's Accelerate runs only on macOS; elsewhere asking for it raises,
+    with the reason that :func:`availability` gives:
+
+    >>> status = availability("accelerate")
+    >>> try:
+    ...     _ = get_backend("accelerate")
+    ... except BackendUnavailableError as exc:
+    ...     assert not status.available and status.reason in str(exc)
+    """
 
 
 def known() -> tuple[str, ...]:
@@ -81,6 +93,21 @@ def _instance(name: str) -> Backend:
 def availability(name: str) -> Availability:
     """Whether backend ``name`` can run here, and why not if it cannot.
 
+    Parameters
+    ----------
+    name : str
+        A name from :func:`known`.
+
+    Returns
+    -------
+    Availability
+        Never raises for a known name: a failed import is reported as a reason.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+
     Examples
     --------
     >>> availability("numpy").available
@@ -107,6 +134,16 @@ def available() -> list[str]:
 def get_backend(name: str) -> Backend:
     """Return the backend called ``name``.
 
+    Parameters
+    ----------
+    name : str
+        A name from :func:`known` (case and surrounding spaces are ignored).
+
+    Returns
+    -------
+    Backend
+        The one instance of that backend.
+
     Raises
     ------
     ValueError
@@ -130,7 +167,21 @@ def get_backend(name: str) -> Backend:
 def use_backend(name: str) -> Iterator[Backend | None]:
     """Use backend ``name`` for calls without ``backend=`` inside the block.
 
-    ``"auto"`` restores the automatic choice inside the block.
+    Parameters
+    ----------
+    name : str
+        A name from :func:`known`, or ``"auto"`` to restore the automatic
+        choice inside the block.
+
+    Yields
+    ------
+    Backend or None
+        The backend (``None`` for ``"auto"``).
+
+    Raises
+    ------
+    ValueError, BackendUnavailableError
+        As :func:`get_backend`, on entering the block.
 
     Examples
     --------
@@ -163,6 +214,16 @@ def _use_accelerate() -> bool:
 def auto_choice(x: Any) -> Backend:
     """The backend the automatic choice gives for input ``x``.
 
+    Parameters
+    ----------
+    x : object
+        The first input of a call.
+
+    Returns
+    -------
+    Backend
+        By the first rule that applies:
+
     1. Device arrays (``__cuda_array_interface__``, numba device arrays):
        ``cuda``, or :class:`BackendUnavailableError` saying why it cannot run.
     2. On macOS, numpy float32 and float64 arrays and scalars: ``accelerate``
@@ -171,6 +232,11 @@ def auto_choice(x: Any) -> Backend:
        10^6): ``parallel``.
     4. Everything else (small arrays, Python scalars and lists, dask arrays,
        which the ``cpu`` ufuncs keep lazy): ``cpu``.
+
+    Raises
+    ------
+    BackendUnavailableError
+        For a device array when the ``cuda`` backend cannot run.
 
     Examples
     --------
@@ -235,7 +301,39 @@ def describe_auto_choice() -> list[str]:
 
 
 def resolve(backend: Any, x: Any) -> Backend:
-    """The backend a call with ``backend=`` and first input ``x`` runs on."""
+    """The backend a call with ``backend=`` and first input ``x`` runs on.
+
+    Parameters
+    ----------
+    backend : str or None
+        The call's ``backend=``; ``None`` defers to :func:`use_backend`, then
+        ``CBRTGRAD_BACKEND``, then :func:`auto_choice`; ``"auto"`` goes to
+        :func:`auto_choice` directly.
+    x : object
+        The call's first input.
+
+    Returns
+    -------
+    Backend
+        The backend to run on.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, or a backend that cannot take ``x`` (the cuda
+        backend given a host array, say).
+    BackendUnavailableError
+        For a backend that cannot run here.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> resolve(None, np.ones(3)).name, resolve("numpy", np.ones(3)).name
+    ('cpu', 'numpy')
+    >>> with use_backend("numpy"):
+    ...     resolve(None, np.ones(3)).name
+    'numpy'
+    """
     if backend is None or _is_auto(backend):
         selected = _selected.get() if backend is None else AUTO
         if selected is None:

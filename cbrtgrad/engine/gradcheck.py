@@ -15,7 +15,20 @@ _F64 = np.dtype(np.float64)
 
 
 class GradcheckError(RuntimeError):
-    """An analytic gradient disagrees with finite differences."""
+    """An analytic gradient disagrees with finite differences.
+
+    Examples
+    --------
+    At the cusp of the cube root the analytic gradient is ``inf`` and central
+    differences give a large finite slope:
+
+    >>> import numpy as np, cbrtgrad as cg
+    >>> with np.errstate(divide="ignore"):
+    ...     cg.gradcheck(cg.cbrt, (np.array([0.0]),))
+    Traceback (most recent call last):
+    ...
+    cbrtgrad.engine.gradcheck.GradcheckError: cbrtgrad: gradcheck failed for output 0 element 0 ...
+    """
 
 
 def _as_inputs(inputs: Any) -> list[Tensor]:
@@ -162,13 +175,17 @@ def gradgradcheck(
 
     Parameters
     ----------
-    f, inputs, eps, atol, rtol, raise_exception
+    f, inputs
         As for :func:`gradcheck`.
     grad_outputs : array_like or tuple, optional
         Upstream gradients, one per output of ``f`` (default: random normal,
         from ``numpy.random.default_rng(seed)``).
+    eps, atol, rtol
+        As for :func:`gradcheck`.
     seed : int, default 0
         Seed for the default ``grad_outputs``.
+    raise_exception : bool, default True
+        As for :func:`gradcheck`.
 
     Returns
     -------

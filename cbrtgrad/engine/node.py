@@ -17,7 +17,7 @@ _MATERIALISE_MAX = 4096
 class Node:
     """One recorded op: its edges to the inputs' nodes and the values it saved.
 
-    Subclasses (one per op, in :mod:`cbrtgrad.engine.ops`) declare the class
+    Subclasses (one per op, in ``cbrtgrad/engine/ops.py``) declare the class
     data ``schema``, ``saves_input`` and ``saves_output``, a static
     ``dispatch`` (the forward), ``save`` and a vector-Jacobian product
     ``vjp(g, *saved)`` written with operators that work on ndarrays and on

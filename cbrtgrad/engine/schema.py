@@ -22,10 +22,9 @@ class AmpPolicy(enum.Enum):
     'force_fp32'
     """
 
-    #: Inputs are used as they are; numpy promotion decides the result dtype.
+    #: Use the inputs as they are; numpy promotion decides the result dtype.
     PROMOTE = "promote"
-    #: float16 inputs are cast to float32 first and the op returns float32
-    #: (PyTorch's ``fp32`` autocast list: ``pow``, ``rsqrt``, ``exp``, ...).
+    #: Cast float16 inputs to float32 first (PyTorch's ``fp32`` autocast list).
     FORCE_FP32 = "force_fp32"
 
 

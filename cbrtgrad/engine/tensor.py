@@ -347,25 +347,97 @@ class Tensor:
     def sum(
         self, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
     ) -> Tensor:
-        """Sum over ``axis`` (all axes by default); ``np.sum(tensor)`` calls it."""
+        """Sum over ``axis`` (all axes by default); ``np.sum(tensor)`` calls it.
+
+        Parameters
+        ----------
+        axis : int or tuple of int, optional
+            Axes to reduce.
+        dtype, out : None
+            Only for ``np.sum``'s signature: anything else is a ``TypeError``.
+        keepdims : bool, default False
+            Keep the reduced axes with size one.
+
+        Returns
+        -------
+        Tensor
+
+        Examples
+        --------
+        >>> import numpy as np, cbrtgrad as cg
+        >>> cg.Tensor(np.ones((2, 3))).sum(axis=0)
+        Tensor([2., 2., 2.])
+        """
         _no_dtype_out("sum", dtype, out)
         return _ops.sum(self, axis=axis, keepdims=keepdims)
 
     def mean(
         self, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
     ) -> Tensor:
-        """Mean over ``axis`` (all axes by default); ``np.mean(tensor)`` calls it."""
+        """Mean over ``axis`` (all axes by default); ``np.mean(tensor)`` calls it.
+
+        Parameters
+        ----------
+        axis : int or tuple of int, optional
+            Axes to reduce.
+        dtype, out : None
+            Only for ``np.mean``'s signature: anything else is a ``TypeError``.
+        keepdims : bool, default False
+            Keep the reduced axes with size one.
+
+        Returns
+        -------
+        Tensor
+
+        Examples
+        --------
+        >>> import numpy as np, cbrtgrad as cg
+        >>> np.mean(cg.Tensor(np.array([1.0, 2.0, 6.0])))
+        Tensor(3.)
+        """
         _no_dtype_out("mean", dtype, out)
         return _ops.mean(self, axis=axis, keepdims=keepdims)
 
     def reshape(self, *shape: Any) -> Tensor:
-        """The same values in a new shape (differentiable)."""
+        """The same values in a new shape (differentiable).
+
+        Parameters
+        ----------
+        *shape : int or tuple of int
+            The new shape, as ``reshape(2, 3)`` or ``reshape((2, 3))``.
+
+        Returns
+        -------
+        Tensor
+
+        Examples
+        --------
+        >>> import numpy as np, cbrtgrad as cg
+        >>> cg.Tensor(np.arange(4.0)).reshape(2, 2).shape
+        (2, 2)
+        """
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return _ops.reshape(self, shape)
 
     def astype(self, dtype: Any) -> Tensor:
-        """A differentiable cast to a float dtype (the gradient is cast back)."""
+        """A differentiable cast to a float dtype (the gradient is cast back).
+
+        Parameters
+        ----------
+        dtype : numpy.dtype
+            float16, float32 or float64.
+
+        Returns
+        -------
+        Tensor
+
+        Examples
+        --------
+        >>> import numpy as np, cbrtgrad as cg
+        >>> cg.Tensor(np.array([8.0])).astype(np.float32).dtype
+        dtype('float32')
+        """
         return _ops.cast(self, dtype)
 
     def backward(

@@ -24,6 +24,7 @@ from typing import TextIO
 import numba
 import numpy as np
 
+from .. import _progress
 from ..kernels._primitives import f32_as_i32, fma, i32_as_f32
 from ..kernels.cpu import cube_root
 
@@ -83,6 +84,21 @@ def _sweep(start: int, count: int, bad: np.ndarray) -> int:  # pragma: no cover 
 def is_correctly_rounded(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Element-wise exact check that float32 ``y`` is the correctly rounded cbrt of ``x``.
 
+    Parameters
+    ----------
+    x, y : array_like
+        Inputs and claimed cube roots, cast to float32, of the same shape.
+
+    Returns
+    -------
+    ndarray of bool
+        Of the shape of ``x``.
+
+    Raises
+    ------
+    ValueError
+        When the shapes differ.
+
     Examples
     --------
     >>> x = np.float32([27.0, 2.0]); y = np.float32([3.0, 1.2599211])
@@ -121,16 +137,6 @@ class SweepResult:
         return self.failures == 0 and self.checked > 0
 
 
-def _progress(done: int, total: int, started: float, stream: TextIO) -> None:
-    width = 40
-    filled = int(width * done / total)
-    elapsed = time.perf_counter() - started
-    eta = elapsed / done * (total - done) if done else 0.0
-    bar = "#" * filled + "-" * (width - filled)
-    stream.write(f"\r[{bar}] {done / total:6.1%}  {elapsed:6.0f} s elapsed, ~{eta:4.0f} s left")
-    stream.flush()
-
-
 def sweep(
     start: int = 0, stop: int = TOTAL, *, progress: bool = True, stream: TextIO | None = None
 ) -> SweepResult:
@@ -141,7 +147,9 @@ def sweep(
     start, stop : int
         Range of bit patterns as unsigned 32-bit integers (default: all).
     progress : bool
-        Draw a progress bar on ``stream`` (default stderr).
+        Draw a progress bar on ``stream``.
+    stream : file-like, optional
+        Where the progress bar goes (default stderr).
 
     Returns
     -------
@@ -170,7 +178,7 @@ def sweep(
         position += count
         result.checked += count
         if progress:
-            _progress(position - start, stop - start, started, out)
+            _progress.draw(position - start, stop - start, started, out)
     if progress:
         out.write("\n")
     result.seconds = time.perf_counter() - started

@@ -84,6 +84,24 @@ def _run_grad(backend: str, g: np.ndarray, y: np.ndarray) -> np.ndarray:
 def verify_backend(backend: str, dtype: np.dtype, n: int, seed: int = 0) -> Row:
     """Measure one backend on one dtype with ``n`` random inputs.
 
+    Parameters
+    ----------
+    backend : str
+        A backend name (see :func:`cbrtgrad.backends.known`).
+    dtype : numpy.dtype
+        float32 or float64.
+    n : int
+        Random inputs (``cbrtgrad.verification.cases.random_inputs``),
+        checked against mpmath at 200 bits.
+    seed : int, default 0
+        Seed of the inputs.
+
+    Returns
+    -------
+    Row
+        One line of the table; ``passed`` says whether the bars were met
+        (always True for a backend without bars).
+
     Examples
     --------
     >>> row = verify_backend("cpu", np.dtype(np.float32), 200)
@@ -129,7 +147,22 @@ def verify_backend(backend: str, dtype: np.dtype, n: int, seed: int = 0) -> Row:
 
 
 def verify(n: int = cases.VERIFY_SIZE, backends: list[str] | None = None) -> list[Row]:
-    """Run :func:`verify_backend` for every available backend and dtype.
+    """Measure every available backend (or those given) on both dtypes.
+
+    One call of :func:`~cbrtgrad.verification.report.verify_backend` per
+    backend and dtype.
+
+    Parameters
+    ----------
+    n : int
+        Random inputs per backend and dtype.
+    backends : list of str, optional
+        Backend names (default: every available backend).
+
+    Returns
+    -------
+    list of Row
+        One per backend and dtype, in that order.
 
     Examples
     --------

@@ -1,0 +1,143 @@
+"""The documentation site: it builds with warnings as errors, its examples run,
+the API reference lists every public name, and every public function has an
+example that the doctest run collects."""
+
+import configparser
+import doctest
+import importlib
+import importlib.util
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cbrtgrad
+import cbrtgrad.backends
+import cbrtgrad.engine
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
+NAMESPACES = (cbrtgrad, cbrtgrad.backends, cbrtgrad.engine)
+
+
+def _public() -> dict[str, object]:
+    names = {}
+    for module in NAMESPACES:
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if not inspect.ismodule(obj) and not name.startswith("__"):
+                names[f"{module.__name__}.{name}"] = obj
+    return names
+
+
+def _needs_example() -> list[str]:
+    # Every public function, and the classes of cbrtgrad and cbrtgrad.backends
+    # (cbrtgrad.engine's op nodes are documented by the ops that record them).
+    return sorted(
+        name
+        for name, obj in _public().items()
+        if inspect.isfunction(obj)
+        or (inspect.isclass(obj) and not name.startswith("cbrtgrad.engine."))
+    )
+
+
+def test_sphinx_build_has_no_warnings(tmp_path):
+    html = tmp_path / "html"
+    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html"]
+    command += ["-d", str(tmp_path / "doctrees"), str(DOCS), str(html)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    api = (html / "api.html").read_text(encoding="utf-8")
+    for qualified, obj in _public().items():
+        # A name cbrtgrad re-exports is documented under cbrtgrad.
+        name = qualified.rsplit(".", 1)[1]
+        target = f"cbrtgrad.{name}" if getattr(cbrtgrad, name, None) is obj else qualified
+        assert f'id="{target}"' in api, f"{qualified} has no entry in the API reference"
+    for page in ("quickstart", "mathematics", "accuracy", "performance", "backends", "engine"):
+        assert (html / f"{page}.html").is_file()
+    assert (html / "_images" / "bench_curve.png").is_file()
+    assert "MathJax" in (html / "mathematics.html").read_text(encoding="utf-8")
+
+
+def test_api_reference_lists_every_public_name():
+    text = (DOCS / "api.rst").read_text(encoding="utf-8")
+    listed = set()
+    module = "cbrtgrad"
+    for line in text.splitlines():
+        current = re.match(r"\.\. currentmodule:: (\S+)", line)
+        if current:
+            module = current.group(1)
+        entry = re.match(r"\.\. auto(?:function|class|exception):: (\S+)", line)
+        if entry:
+            name = entry.group(1)
+            listed.add(name if name.startswith("cbrtgrad.") else f"{module}.{name}")
+    # A name exported from two namespaces (cbrtgrad.Tensor is cbrtgrad.engine.Tensor)
+    # needs one entry.
+    documented = {id(obj) for name, obj in _public().items() if name in listed}
+    missing = [name for name, obj in _public().items() if id(obj) not in documented]
+    assert missing == []
+
+
+@pytest.mark.parametrize("qualified", _needs_example())
+def test_public_function_has_a_collected_example(qualified):
+    obj = _public()[qualified]
+    doc = inspect.getdoc(obj) or ""
+    assert "Examples\n--------" in doc, f"{qualified} has no Examples section"
+    # The example must be one that `pytest --doctest-modules cbrtgrad` runs:
+    # found in the defining module, under that module's name.
+    target = inspect.unwrap(obj)
+    home = importlib.import_module(target.__module__)
+    tests = {t.name: t for t in doctest.DocTestFinder().find(home) if t.examples}
+    assert f"{home.__name__}.{target.__qualname__}" in tests
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_page_examples_run(page):
+    result = doctest.testfile(
+        str(page),
+        module_relative=False,
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
+        encoding="utf-8",
+        verbose=False,
+        report=True,
+    )
+    assert result.failed == 0
+    if page.stem in ("quickstart", "mathematics", "engine", "README"):
+        assert result.attempted >= 2, f"{page.name} lost its runnable examples"
+
+
+def test_test_extra_installs_docs_and_plot_extras():
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    extras = config["options.extras_require"]
+
+    def names(extra: str) -> set[str]:
+        return {re.split(r"[<>=\[ ]", r.strip())[0] for r in extras[extra].split("\n") if r.strip()}
+
+    assert {"sphinx", "numpydoc", "pydata-sphinx-theme", "myst-parser"} <= names("docs")
+    assert names("docs") | names("plot") <= names("test")
+
+
+def test_make_plots_writes_the_page_figures(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("make_plots", DOCS / "make_plots.py")
+    make_plots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_plots)
+    argv = ["--out", str(tmp_path), "--table-sizes", "1000", "--curve-sizes", "64", "--repeat", "1"]
+    argv += ["-n", "64"]
+    assert make_plots.main(argv) == 0
+    assert "kernel" in (tmp_path / "bench_table.txt").read_text()
+    assert "max ulp" in (tmp_path / "verify_table.txt").read_text()
+    curve = (tmp_path / "bench_curve.txt").read_text()
+    assert (
+        "cbrtgrad[cpu]" in curve and "scipy.special.cbrt" in curve and "plot written" not in curve
+    )
+    assert "custom run" in (tmp_path / "machine.txt").read_text()
+    assert (tmp_path / "bench_curve.png").read_bytes()[1:4] == b"PNG"
+    # The committed figures the performance page includes exist.
+    committed = ("verify_table.txt", "exhaustive.txt", "bench_table.txt", "bench_curve.txt")
+    for name in (*committed, "machine.txt", "bench_curve.png"):
+        assert (DOCS / "generated" / name).is_file()
