@@ -117,3 +117,12 @@ def test_bad_parallel_min_is_a_value_error(monkeypatch, raw):
     finally:
         monkeypatch.delenv("CBRTGRAD_PARALLEL_MIN")
         _config.settings.cache_clear()
+
+
+def test_preferred_vector_width_warns_when_numba_internals_moved(monkeypatch):
+    from numba.core import codegen
+
+    monkeypatch.delattr(codegen, "CPUCodeLibrary")
+    with pytest.warns(RuntimeWarning, match="default SIMD width"):
+        with _compile.preferred_vector_width(512):
+            pass
