@@ -228,3 +228,38 @@ def apply_elementwise(
     if not direct:
         np.copyto(out, result, casting="same_kind", where=True if mask is None else mask)
     return out
+
+
+#: Below this many elements a broadcast gradient is not worth a special path.
+CONSTANT_MIN = 1 << 12
+
+
+def constant_operand(g: Any, y: Any, out: Any, where: Any) -> Any:
+    """The single value of ``g`` when ``g / (3 y^2)`` can take it as a scalar, else None.
+
+    That is the case the gradient of a sum produces: ``g`` a stride-0
+    broadcast of one value to the shape of a large, C-contiguous, writable
+    ``y`` of the same float dtype, with no ``out=`` or ``where=``. The
+    kernels then read one value instead of a broadcast array (whose general
+    strided loop is slower, or which would be copied).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y = np.ones(1 << 12)
+    >>> constant_operand(np.broadcast_to(2.0, y.shape), y, None, True)
+    np.float64(2.0)
+    >>> constant_operand(np.ones(y.shape), y, None, True) is None
+    True
+    """
+    if out is not None or where is not True:
+        return None
+    if type(g) is not np.ndarray or type(y) is not np.ndarray or g.shape != y.shape:
+        return None
+    if y.size < CONSTANT_MIN or any(g.strides) or g.dtype != y.dtype:
+        return None
+    if y.dtype.kind != "f" or y.dtype.itemsize not in (4, 8):
+        return None
+    if not (y.flags.c_contiguous and y.flags.writeable):
+        return None
+    return g[(0,) * g.ndim]

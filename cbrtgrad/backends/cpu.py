@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..kernels import cpu as cpu_kernels
-from ._layout import call_ufunc, fused_outputs
+from ._layout import call_ufunc, constant_operand, fused_outputs
 from ._protocol import Availability
 
 
@@ -24,6 +26,13 @@ class CpuBackend:
         return call_ufunc(cpu_kernels.ufuncs().cube_root, x, out=out, where=where, dtype=dtype)
 
     def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
+        constant = constant_operand(g, y, out, where)
+        if constant is not None:
+            dx = np.empty_like(y)
+            cpu_kernels.grad_constant_blocks(
+                cpu_kernels.ufuncs(), constant, y.reshape(-1), dx.reshape(-1)
+            )
+            return dx
         return call_ufunc(cpu_kernels.ufuncs().cube_root_grad, g, y, out=out, where=where)
 
     def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:

@@ -16,7 +16,13 @@ import numpy as np
 
 from .. import _dtypes
 from ..kernels import cpu as cpu_kernels
-from ._layout import apply_elementwise, fused_outputs, is_device_array, same_view
+from ._layout import (
+    apply_elementwise,
+    constant_operand,
+    fused_outputs,
+    is_device_array,
+    same_view,
+)
 from ._protocol import Availability
 
 
@@ -79,6 +85,13 @@ class ParallelBackend:
         return apply_elementwise(kernel, (x,), compute, out, where)  # type: ignore[arg-type]
 
     def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
+        constant = constant_operand(g, y, out, where)
+        if constant is not None:
+            dx = np.empty_like(y)
+            self._locked(cpu_kernels.parallel_loops().cube_root_grad_constant)(
+                constant, y.reshape(-1), dx.reshape(-1)
+            )
+            return dx
         compute = _dtypes.result_dtype(g, y, argument="g, y")
         kernel = self._locked(cpu_kernels.parallel_loops().cube_root_grad)
         return apply_elementwise(kernel, (g, y), compute, out, where)

@@ -46,6 +46,10 @@ LOOP_SIGNATURES_2 = [
     "void(float32[::1], float32[::1], float32[::1])",
     "void(float64[::1], float64[::1], float64[::1])",
 ]
+CONSTANT_SIGNATURES = [
+    "void(float32, float32[::1], float32[::1])",
+    "void(float64, float64[::1], float64[::1])",
+]
 
 
 def cube_root(x: Any) -> Any:
@@ -106,6 +110,27 @@ def _backward_block(g, y, dx):  # type: ignore[no-untyped-def]
         dx[i] = cube_root_grad(g[i], y[i])
 
 
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _backward_block_constant(g, y, dx):  # type: ignore[no-untyped-def]
+    for i in range(y.shape[0]):
+        dx[i] = cube_root_grad(g, y[i])
+
+
+def grad_constant_blocks(ufuncs: CpuUfuncs, g: Any, y: np.ndarray, dx: np.ndarray) -> None:
+    """``dx = g / (3 y^2)`` for one value ``g`` over 1-D contiguous ``y`` and ``dx``.
+
+    NOTE: a broadcast ``g`` (stride 0, what the gradient of a sum is) sends a
+    numba ufunc to its general strided loop, which gathers and measured 1.9x
+    slower than the contiguous one; a block of ``g`` that stays in cache keeps
+    every call on the contiguous loop, with the same formula and bits.
+    """
+    n = y.shape[0]
+    block = np.full(min(n, SERIAL_BLOCK), g, y.dtype)
+    for start in range(0, n, SERIAL_BLOCK):
+        stop = min(start + SERIAL_BLOCK, n)
+        ufuncs.cube_root_grad(block[: stop - start], y[start:stop], out=dx[start:stop])
+
+
 def fused_blocks(
     ufuncs: CpuUfuncs, x: np.ndarray, g: np.ndarray, y: np.ndarray, dx: np.ndarray
 ) -> None:
@@ -123,6 +148,14 @@ def fused_blocks(
         yb = y[start:stop]
         ufuncs.cube_root(x[start:stop], out=yb)
         ufuncs.cube_root_grad(g[start:stop], yb, out=dx[start:stop])
+
+
+def _backward_loop_parallel_constant(g, y, dx):  # type: ignore[no-untyped-def]
+    n = y.shape[0]
+    for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
+        start = block * FUSED_BLOCK
+        stop = min(start + FUSED_BLOCK, n)
+        _backward_block_constant(g, y[start:stop], dx[start:stop])
 
 
 def _fused_loop_parallel(x, g, y, dx):  # type: ignore[no-untyped-def]
@@ -183,11 +216,14 @@ class ParallelLoops:
         ``f(g, y, dx)``.
     cube_root_and_grad : callable
         ``f(x, g, y, dx)``.
+    cube_root_grad_constant : callable
+        ``f(g, y, dx)`` for one scalar ``g`` (the gradient of a sum).
     """
 
     cube_root: Callable[..., None]
     cube_root_grad: Callable[..., None]
     cube_root_and_grad: Callable[..., None]
+    cube_root_grad_constant: Callable[..., None]
 
 
 _lock = threading.Lock()
@@ -218,6 +254,9 @@ def _build_parallel() -> ParallelLoops:
             numba.njit(LOOP_SIGNATURES_1, parallel=True, **options)(_forward_loop_parallel),
             numba.njit(LOOP_SIGNATURES_2, parallel=True, **options)(_backward_loop_parallel),
             numba.njit(FUSED_SIGNATURES, parallel=True, **options)(_fused_loop_parallel),
+            numba.njit(CONSTANT_SIGNATURES, parallel=True, **options)(
+                _backward_loop_parallel_constant
+            ),
         )
 
 

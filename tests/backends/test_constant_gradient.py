@@ -1,0 +1,60 @@
+"""The gradient of a sum: a stride-0 broadcast ``g`` takes the scalar path, same bits."""
+
+import numpy as np
+import pytest
+
+from cbrtgrad.backends import _layout, _registry
+from cbrtgrad.verification import cases
+
+
+def _y(dtype: np.dtype, n: int) -> np.ndarray:
+    special = cases.special_values(dtype)
+    values = cases.random_inputs(dtype, n - special.size)
+    return np.concatenate([special, values]).astype(dtype)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "parallel"])
+@pytest.mark.parametrize("dtype", cases.DTYPES)
+@pytest.mark.parametrize("value", [1.0, -2.5, 0.0, -0.0, np.inf, np.nan, 3e-30])
+def test_broadcast_gradient_matches_the_array_path_bit_for_bit(backend, dtype, value):
+    dtype = np.dtype(dtype)
+    y = _y(dtype, _layout.CONSTANT_MIN + 1234)
+    g = np.broadcast_to(dtype.type(value), y.shape)
+    assert _layout.constant_operand(g, y, None, True) is not None
+    b = _registry.get_backend(backend)
+    with np.errstate(all="ignore"):
+        fast = b.cube_root_grad(g, y)
+        reference = b.cube_root_grad(np.ascontiguousarray(g), y)
+    assert fast.dtype == dtype and fast.shape == y.shape
+    bits = np.int32 if dtype == np.float32 else np.int64
+    assert np.array_equal(fast.view(bits), reference.view(bits))
+
+
+def test_constant_path_is_only_taken_where_it_applies():
+    y = np.ones(_layout.CONSTANT_MIN)
+    g = np.broadcast_to(1.0, y.shape)
+    take = _layout.constant_operand
+    assert take(g, y, None, True) == 1.0
+    assert take(g, y, np.empty_like(y), True) is None  # out= given
+    assert take(g, y, None, np.ones(y.shape, bool)) is None  # where= given
+    assert take(g[:-1], y[:-1], None, True) is None  # too small
+    assert take(g.astype(np.float32), y, None, True) is None  # mixed dtypes
+    assert take(np.ones(y.shape), y, None, True) is None  # not a broadcast
+    assert take(g, y[::-1], None, True) is None  # y not contiguous
+    readonly = y.copy()
+    readonly.flags.writeable = False
+    assert take(g, readonly, None, True) is None
+    big = np.ones((4, _layout.CONSTANT_MIN))
+    assert take(np.broadcast_to(2.0, big.shape), big, None, True) == 2.0
+
+
+@pytest.mark.parametrize("backend", ["cpu", "parallel"])
+def test_engine_sum_gradient_equals_the_kernel_on_ones(backend):
+    import cbrtgrad as cg
+
+    data = cases.random_inputs(np.dtype(np.float32), 70_000)
+    x = cg.Tensor(data, requires_grad=True)
+    (cg.cbrt(x, backend=backend).sum() * 3.0).backward()
+    y = cg.cbrt(data, backend="cpu")
+    expected = cg.cbrt_grad(np.full(data.shape, 3.0, np.float32), y, backend="cpu")
+    assert np.array_equal(x.grad.view(np.int32), expected.view(np.int32))
