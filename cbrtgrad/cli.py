@@ -84,6 +84,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     print(benchmarking.format_rows(rows))
     payload: dict[str, object] = {"rows": benchmarking.rows_as_dicts(rows)}
+    if args.engine:
+        from .engine import bench as engine_bench
+
+        engine = engine_bench.engine_rows(repeat=args.repeat)
+        print()
+        print(engine_bench.format_engine_rows(engine))
+        payload["engine"] = engine
     if args.json:
         _write_json(args.json, payload)
     return 0
@@ -188,6 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--repeat", type=_positive, default=20, help="calls per measurement")
     bench.add_argument("--backends", type=_backend_list, default=["cpu"], help="comma-separated")
+    bench.add_argument(
+        "--engine",
+        action="store_true",
+        help="also time the graph engine: cbrt(x).sum().backward() on 10^6 and 1 elements",
+    )
     bench.add_argument("--json", metavar="FILE", help="also write the table as JSON")
     bench.add_argument(
         "--plot",

@@ -27,6 +27,17 @@ def test_bench_writes_json(tmp_path, capsys):
     assert all(r["speedup"] > 0 for r in rows)
 
 
+def test_bench_engine_rows(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--sizes", "1000", "--repeat", "1", "--engine", "--json", str(out)]
+    assert cli.main(argv) == 0
+    assert "cbrt(x).sum().backward()" in capsys.readouterr().out
+    engine = json.loads(out.read_text())["engine"]
+    cases = [r["case"] for r in engine]
+    assert any("auto" in c for c in cases) and any("1 element" in c for c in cases)
+    assert all(r["ratio"] > 0 and r["cbrtgrad_s"] > 0 for r in engine)
+
+
 def test_info_lists_backends(capsys):
     assert cli.main(["info"]) == 0
     text = capsys.readouterr().out

@@ -46,9 +46,9 @@ def engine_rows(repeat: int = 20) -> list[dict[str, Any]]:
     -------
     list of dict
         ``{"case", "cbrtgrad_s", "anchor", "anchor_s", "ratio"}`` per case:
-        10^6 float32 elements against a bare ``np.cbrt`` (per available
-        backend ``cpu`` and ``numpy``), and a 1-element array against a bare
-        ``np.cbrt`` call.
+        10^6 float32 elements against a bare ``np.cbrt`` (the automatic
+        choice, then each available backend of ``cpu``, ``parallel`` and
+        ``numpy``), and a 1-element array against a bare ``np.cbrt`` call.
 
     Examples
     --------
@@ -62,14 +62,15 @@ def engine_rows(repeat: int = 20) -> list[dict[str, Any]]:
     big = rng.standard_normal(LARGE).astype(np.float32)
     anchor_big = _best(lambda: np.cbrt(big), repeat)
     rows = []
-    for backend in ("cpu", "numpy"):
-        if not _registry.availability(backend).available:
+    for backend in ("auto", "cpu", "parallel", "numpy"):
+        if backend != "auto" and not _registry.availability(backend).available:
             continue
         x = Tensor(big, requires_grad=True)
-        t = _best(_forward_backward(x, backend), repeat)
+        t = _best(_forward_backward(x, None if backend == "auto" else backend), repeat)
+        label = f"auto: {_registry.auto_choice(big).name}" if backend == "auto" else backend
         rows.append(
             {
-                "case": f"cbrt(x).sum().backward(), 1e6 float32, backend {backend}",
+                "case": f"cbrt(x).sum().backward(), 1e6 float32, {label}",
                 "cbrtgrad_s": t,
                 "anchor": "np.cbrt(x) forward only",
                 "anchor_s": anchor_big,
@@ -83,7 +84,7 @@ def engine_rows(repeat: int = 20) -> list[dict[str, Any]]:
     anchor1 = _best(lambda: np.cbrt(one), repeat, number)
     rows.append(
         {
-            "case": "cbrt(x).sum().backward(), 1 element float32 (goal < 10 us)",
+            "case": "cbrt(x).sum().backward(), 1 element float32",
             "cbrtgrad_s": t1,
             "anchor": "np.cbrt(x) forward only",
             "anchor_s": anchor1,
@@ -91,3 +92,22 @@ def engine_rows(repeat: int = 20) -> list[dict[str, Any]]:
         }
     )
     return rows
+
+
+def format_engine_rows(rows: list[dict[str, Any]]) -> str:
+    """The engine rows as a text table (what ``cbrtgrad bench --engine`` prints).
+
+    Examples
+    --------
+    >>> row = {"case": "c", "cbrtgrad_s": 2e-3, "anchor": "a", "anchor_s": 1e-3, "ratio": 2.0}
+    >>> print(format_engine_rows([row]).splitlines()[-1])
+    c                                                               2000.0 us  a                              1000.0 us    2.00
+    """
+    head = f"{'case':<62} {'cbrtgrad':>10}  {'anchor':<28} {'time':>10}  {'ratio':>6}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['case']:<62} {r['cbrtgrad_s'] * 1e6:>7.1f} us  {r['anchor']:<28} "
+            f"{r['anchor_s'] * 1e6:>7.1f} us  {r['ratio']:>6.2f}"
+        )
+    return "\n".join(lines)
