@@ -28,7 +28,17 @@ def fused_outputs(
     be viewed as 1-D contiguous arrays without a copy, those flat views
     (else ``None``).
     """
-    x, g = np.broadcast_arrays(np.asarray(x), np.asarray(g))
+    x, g = np.asarray(x), np.asarray(g)
+    try:
+        shape = np.broadcast_shapes(x.shape, g.shape)
+    except ValueError:
+        raise ValueError(
+            f"cbrtgrad: x and g could not be broadcast together with shapes {x.shape}, {g.shape}"
+        ) from None
+    # NOTE: np.broadcast_to, not np.broadcast_arrays: the latter's views warn
+    # (FutureWarning) when their writeable flag is read, as the backends do.
+    x = x if x.shape == shape else np.broadcast_to(x, shape)
+    g = g if g.shape == shape else np.broadcast_to(g, shape)
     dtype = np.result_type(x.dtype, g.dtype)
     x = x.astype(dtype, copy=False)
     g = g.astype(dtype, copy=False)
@@ -48,7 +58,7 @@ def fused_outputs(
 
 def _same_order(arg: Any, order: str) -> bool:
     if isinstance(arg, np.ndarray):
-        return bool(arg.flags[order])
+        return bool(arg.flags.c_contiguous if order == "C" else arg.flags.f_contiguous)
     # Scalars and lists become fresh contiguous arrays; other array types are
     # not in this process's memory layout at all.
     return True
@@ -73,8 +83,7 @@ def out_is_safe(out: np.ndarray, *args: Any) -> bool:
     (True, False)
     """
     return any(
-        out.flags[order] and all(_same_order(a, order) for a in args)
-        for order in ("C_CONTIGUOUS", "F_CONTIGUOUS")
+        _same_order(out, order) and all(_same_order(a, order) for a in args) for order in ("C", "F")
     )
 
 
