@@ -135,3 +135,31 @@ def test_float16_grad_is_float32():
 
 def test_mixed_precision_grad_is_float64():
     assert cg.cbrt_grad(np.ones(2, np.float32), np.ones(2)).dtype == np.float64
+
+
+# Regressions found by the property tests (tests/test_properties_arrays.py).
+@pytest.mark.parametrize("backend", ["cpu", "parallel", "numpy"])
+@pytest.mark.parametrize("step", [2, -1, -2])
+def test_strided_and_reversed_out_is_written_where_it_points(backend, step):
+    # numba's ufunc loop ignored the output stride for contiguous inputs:
+    # wrong elements, and heap corruption for a negative stride.
+    x = np.array([8.0, -27.0, 64.0])
+    base = np.full(3 * abs(step), 7.0)
+    out = base[::step]
+    assert cg.cbrt(x, out=out, backend=backend) is out
+    # (numpy's strided, non-SVML np.cbrt is 1 ulp off for -27 here)
+    np.testing.assert_allclose(out, [2.0, -3.0, 4.0], rtol=1e-15)
+    untouched = np.ones(base.size, bool)
+    untouched[::step] = False
+    assert (base[untouched] == 7.0).all()
+    dx = np.full(3 * abs(step), 7.0)[::step]
+    y, got = cg.cbrt_and_grad(x, np.ones(3), out=(np.empty(3), dx), backend=backend)
+    assert got is dx
+    np.testing.assert_array_equal(dx, 1 / (3 * y * y))
+
+
+def test_numpy_backend_zero_d_gradient_and_broadcast_fused_shapes():
+    assert cg.cbrt_grad(np.float64(3.0), np.array(1.0), backend="numpy") == 1.0
+    y, dx = cg.cbrt_and_grad(np.array(8.0), np.ones((2, 3)), backend="numpy")
+    assert y.shape == dx.shape == (2, 3)
+    np.testing.assert_array_equal(y, 2.0)

@@ -28,7 +28,17 @@ def fused_outputs(
     be viewed as 1-D contiguous arrays without a copy, those flat views
     (else ``None``).
     """
-    x, g = np.broadcast_arrays(np.asarray(x), np.asarray(g))
+    x, g = np.asarray(x), np.asarray(g)
+    try:
+        shape = np.broadcast_shapes(x.shape, g.shape)
+    except ValueError:
+        raise ValueError(
+            f"cbrtgrad: x and g could not be broadcast together with shapes {x.shape}, {g.shape}"
+        ) from None
+    # NOTE: np.broadcast_to, not np.broadcast_arrays: the latter's views warn
+    # (FutureWarning) when their writeable flag is read, as the backends do.
+    x = x if x.shape == shape else np.broadcast_to(x, shape)
+    g = g if g.shape == shape else np.broadcast_to(g, shape)
     dtype = np.result_type(x.dtype, g.dtype)
     x = x.astype(dtype, copy=False)
     g = g.astype(dtype, copy=False)
@@ -46,6 +56,37 @@ def fused_outputs(
     return x, g, y, dx, None
 
 
+def _same_order(arg: Any, order: str) -> bool:
+    if isinstance(arg, np.ndarray):
+        return bool(arg.flags.c_contiguous if order == "C" else arg.flags.f_contiguous)
+    # Scalars and lists become fresh contiguous arrays; other array types are
+    # not in this process's memory layout at all.
+    return True
+
+
+def out_is_safe(out: np.ndarray, *args: Any) -> bool:
+    """Whether a numba-built ufunc may write ``out`` directly for inputs ``args``.
+
+    NOTE: numba's ufunc loop (``numba/np/ufunc/wrappers.py``,
+    ``build_ufunc_wrapper``, numba 0.68) takes its unit-stride fast path when
+    every *input* step equals the item size, and then writes the output as if
+    it were unit-strided too, whatever its step: a strided ``out`` gets the
+    wrong elements and a negative-stride ``out`` is written past its
+    buffer's start (heap corruption). ``out`` is handed over only when it and
+    every array input are C-contiguous (or all F-contiguous), so that the
+    iteration order gives ``out`` unit steps whenever the inputs have them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out_is_safe(np.empty(3), np.ones(3)), out_is_safe(np.empty(6)[::2], np.ones(3))
+    (True, False)
+    """
+    return any(
+        _same_order(out, order) and all(_same_order(a, order) for a in args) for order in ("C", "F")
+    )
+
+
 def call_ufunc(
     ufunc: np.ufunc, *args: Any, out: Any = None, where: Any = True, dtype: Any = None
 ) -> Any:
@@ -55,12 +96,25 @@ def call_ufunc(
     operand was flagged as the ARRAYMASK, but no WRITEMASKED operands were
     given"), so a mask is applied here: compute everywhere, then copy where
     the mask is true. Elements where it is false keep ``out``'s values (or
-    are uninitialised when no ``out`` is given, as in numpy).
+    are uninitialised when no ``out`` is given, as in numpy). An ``out`` that
+    the ufunc cannot write safely (:func:`out_is_safe`) is filled the same
+    way, through a fresh result.
     """
     if where is True:
         if out is None and dtype is None:
             return ufunc(*args)  # the hot path: no keyword parsing in numpy
-        return ufunc(*args, out=out, dtype=dtype)
+        if out is None or (isinstance(out, np.ndarray) and out_is_safe(out, *args)):
+            return ufunc(*args, out=out, dtype=dtype)
+    if isinstance(out, np.ndarray) and where is True:
+        # Check what the ufunc would check (shape, casting, read-only) on a
+        # fresh result before copying it in.
+        shape = np.broadcast_shapes(out.shape, *(np.shape(a) for a in args))
+        if shape != out.shape:
+            raise ValueError(
+                f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {shape}"
+            )
+        if not out.flags.writeable:
+            raise ValueError("cbrtgrad: out is read-only")
     result = ufunc(*args, dtype=dtype)
     if out is None:
         shape = np.broadcast_shapes(np.shape(result), np.shape(where))

@@ -39,9 +39,10 @@ class CpuBackend:
         ufuncs = cpu_kernels.ufuncs()
         x, g, y, dx, flat = fused_outputs(x, g, out)
         if flat is None:
-            # Layouts that cannot be flattened without a copy: two ufunc passes.
-            ufuncs.cube_root(x, out=y)
-            ufuncs.cube_root_grad(g, y, out=dx)
+            # Layouts that cannot be flattened without a copy: two ufunc passes
+            # (through call_ufunc: a strided out= is not safe for numba's loop).
+            call_ufunc(ufuncs.cube_root, x, out=y)
+            call_ufunc(ufuncs.cube_root_grad, g, y, out=dx)
         else:
             cpu_kernels.fused_blocks(ufuncs, *flat)
         return y, dx

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ._layout import fused_outputs
 from ._protocol import Availability
 
 
@@ -29,10 +30,16 @@ class NumpyBackend:
 
     def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
         denominator = np.multiply(y, y)
-        np.multiply(denominator, 3, out=denominator)
+        # In place saves an allocation; a 0-d y gives a numpy scalar, which cannot be out=.
+        denominator = np.multiply(
+            denominator, 3, out=denominator if isinstance(denominator, np.ndarray) else None
+        )
         return np.divide(g, denominator, out=out, where=where)
 
     def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
-        y_out, dx_out = (None, None) if out is None else out
-        y = np.cbrt(x, out=y_out)
-        return y, self.cube_root_grad(g, y, out=dx_out)
+        # Broadcast and validate ``out`` as the other host backends do: both
+        # results have the broadcast shape, also where x alone is smaller.
+        x, g, y, dx, _ = fused_outputs(x, g, out)
+        np.cbrt(x, out=y)
+        self.cube_root_grad(g, y, out=dx)
+        return y, dx

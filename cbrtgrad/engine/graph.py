@@ -8,6 +8,7 @@ are freed when the walk is done unless ``retain_graph``.
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,9 @@ from . import grad_mode
 from . import tensor as _tensor_module
 from .node import Node
 from .tensor import Tensor
+
+#: Serialises writes of leaves' ``.grad`` (see :func:`backward`).
+_ACCUMULATE_LOCK = threading.Lock()
 
 
 def _dependencies(start: list[Node], stop: set[Any]) -> dict[Node, int]:
@@ -177,9 +181,12 @@ def backward(root: Tensor, gradient: Any, *, retain_graph: bool | None, create_g
     else:
         leaves = run_backward([root], [seed], retain_graph=retain, create_graph=False)
     assigned: set[int] = set()
-    for leaf, g in leaves.items():
-        _accumulate(leaf, g, fresh=g is not gradient and id(g) not in assigned)
-        assigned.add(id(g))
+    # ``leaf.grad = leaf.grad + g`` is a read-modify-write: backward calls from
+    # several threads into one leaf would lose updates without the lock.
+    with _ACCUMULATE_LOCK:
+        for leaf, g in leaves.items():
+            _accumulate(leaf, g, fresh=g is not gradient and id(g) not in assigned)
+            assigned.add(id(g))
 
 
 def _accumulate(leaf: Tensor, g: Any, *, fresh: bool) -> None:
