@@ -323,15 +323,14 @@ def test_cuda_simulator_same_bits_as_cpu(x, g_seed):
         assert np.array_equal(got.view(np.uint8), np.ascontiguousarray(ref).view(np.uint8))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kernels/formulas.py cube_root_grad_f64: the Newton correction turns -0.0 into +0.0",
-)
 @pytest.mark.parametrize("backend", OURS)
-def test_known_float64_kernel_drops_sign_of_zero(backend):
-    """IEEE: -0 / (3 y^2) is -0. Pins a kernel bug (this module may not edit the kernels)."""
-    got = cg.cbrt_grad(np.array([-0.0]), np.array([1.5]), backend=backend)
-    assert np.signbit(got[0]), got
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_gradient_keeps_the_sign_of_a_zero_cotangent(backend, dtype):
+    """IEEE: ±0 / (3 y^2) is ±0 with the sign of g/y^2 (the Newton correction once lost it)."""
+    g = np.array([-0.0, 0.0, -0.0, 0.0], dtype)
+    y = np.array([1.5, 1.5, -2.0, -1e-30], dtype)
+    got = cg.cbrt_grad(g, y, backend=backend)
+    assert np.array_equal(got, np.zeros(4)) and list(np.signbit(got)) == [True, False, True, False]
 
 
 def test_steps_apart_counts_across_zero_and_to_infinity():

@@ -194,8 +194,10 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # 2^-400 <= |y| < 2^400 (never a cube root of a finite float64 but
         # possible for a user's y) and for infinite quotients the plain
         # expression is used; the refinement runs on sanitised operands so
-        # that it raises no spurious flag. NOTE: one remains: LLVM's vectorised
-        # loop raises "invalid" for y = inf (the result, ±0, is right).
+        # that it raises no spurious flag. NOTE: LLVM assumes the default FP
+        # environment and may compute an fma before the select that sanitises
+        # its operands, so the vectorised loop still raises "invalid" for
+        # y = ±inf and for g = ±inf (the results, ±0 and ±inf, are right).
         ay = f64_as_i64(y) & _ABS64
         in_range = (ay >= _GRAD_LO64) & (ay < _GRAD_HI64)
         ys = y if in_range else 1.0
@@ -205,7 +207,10 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         big_lo = fma(3.0, b, fma(3.0, a, -big))
         reciprocal = 1.0 / (big if in_range else 3.0 * (y * y))
         q = g * reciprocal
-        use = in_range & ((f64_as_i64(q) & _ABS64) < _INF64)
+        # Refine only 0 < |q| < inf (one unsigned compare): ±0 and ±inf are
+        # exact already, and the residual of a -0.0 quotient would be +0.0.
+        aq = f64_as_i64(q) & _ABS64
+        use = in_range & (np.uint64(aq - np.int64(1)) < np.uint64(_INF64 - np.int64(1)))
         qs = q if use else 0.0
         residual = fma(-qs, big_lo, fma(-qs, big, g if use else 0.0))
         refined = fma(residual, reciprocal if use else 0.0, q)
