@@ -23,6 +23,12 @@ _KINDS_EXACT = {"f"}
 _KINDS_TO_F64 = {"b", "i", "u"}
 
 
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+#: The native dtypes map to themselves: the hot path is one dict lookup.
+_NATIVE = {_F32: _F32, _F64: _F64}
+
+
 def _describe(dtype: np.dtype) -> str:
     return f"{dtype} (kind {dtype.kind!r})"
 
@@ -57,6 +63,10 @@ def compute_dtype(dtype: Any, argument: str = "x") -> np.dtype:
     ...
     TypeError: cbrtgrad: x has dtype complex128 (kind 'c'); expected float16, ...
     """
+    if isinstance(dtype, np.dtype):
+        native = _NATIVE.get(dtype)
+        if native is not None:
+            return native
     dt = np.dtype(dtype)
     if dt.kind in _KINDS_TO_F64:
         return np.dtype(np.float64)

@@ -205,10 +205,13 @@ def _is_auto(name: Any) -> bool:
 _ACCELERATE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+_ON_MACOS = sys.platform == "darwin"
+
+
 def _use_accelerate() -> bool:
     # Only asked on macOS: elsewhere the probe would try to load a library
     # that cannot exist. The backend caches its own probe.
-    return sys.platform == "darwin" and availability("accelerate").available
+    return _ON_MACOS and availability("accelerate").available
 
 
 def auto_choice(x: Any) -> Backend:
@@ -249,7 +252,7 @@ def auto_choice(x: Any) -> Backend:
     if type(x) is not np.ndarray and is_device_array(x):
         return get_backend("cuda")
     if isinstance(x, (np.ndarray, np.generic)):
-        if x.dtype in _ACCELERATE_DTYPES and _use_accelerate():
+        if _ON_MACOS and x.dtype in _ACCELERATE_DTYPES and _use_accelerate():
             return _instance("accelerate")
         if x.size >= _config.settings().parallel_min_size:
             return _instance("parallel")
@@ -337,8 +340,8 @@ def resolve(backend: Any, x: Any) -> Backend:
     if backend is None or _is_auto(backend):
         selected = _selected.get() if backend is None else AUTO
         if selected is None:
-            selected = _config.settings().backend
-        if _is_auto(selected):
+            selected = _config.settings().backend  # parsed: stripped, lower case
+        if selected == AUTO or _is_auto(selected):
             return auto_choice(x)
         backend = selected
     found = get_backend(backend)
