@@ -26,7 +26,7 @@ _KINDS_TO_F64 = {"b", "i", "u"}
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 #: The native dtypes map to themselves: the hot path is one dict lookup.
-_NATIVE = {_F32: _F32, _F64: _F64}
+_NATIVE: dict[np.dtype, np.dtype] = {_F32: _F32, _F64: _F64}
 
 
 def _describe(dtype: np.dtype) -> str:

@@ -205,13 +205,10 @@ def _is_auto(name: Any) -> bool:
 _ACCELERATE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-_ON_MACOS = sys.platform == "darwin"
-
-
 def _use_accelerate() -> bool:
     # Only asked on macOS: elsewhere the probe would try to load a library
     # that cannot exist. The backend caches its own probe.
-    return _ON_MACOS and availability("accelerate").available
+    return sys.platform == "darwin" and availability("accelerate").available
 
 
 def auto_choice(x: Any) -> Backend:
@@ -252,7 +249,7 @@ def auto_choice(x: Any) -> Backend:
     if type(x) is not np.ndarray and is_device_array(x):
         return get_backend("cuda")
     if isinstance(x, (np.ndarray, np.generic)):
-        if _ON_MACOS and x.dtype in _ACCELERATE_DTYPES and _use_accelerate():
+        if sys.platform == "darwin" and x.dtype in _ACCELERATE_DTYPES and _use_accelerate():
             return _instance("accelerate")
         if x.size >= _config.settings().parallel_min_size:
             return _instance("parallel")
