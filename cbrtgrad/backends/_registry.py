@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _config
 from ._layout import is_device_array
+from .dask_blocks import is_dask_array
 from ._protocol import Availability, Backend
 
 #: name -> "module:Class". Adding a backend is one file and one line here.
@@ -234,8 +235,25 @@ def describe_auto_choice() -> list[str]:
     return lines
 
 
-def resolve(backend: Any, x: Any) -> Backend:
-    """The backend a call with ``backend=`` and first input ``x`` runs on."""
+def resolve(backend: Any, x: Any, *others: Any) -> Backend:
+    """The backend a call with ``backend=`` and inputs ``x, *others`` runs on.
+
+    When any input is a dask array, the answer is a
+    :class:`~cbrtgrad.backends.dask_blocks.DaskBlocks` over the backend this
+    rule gives for one of its chunks (its ``_meta``): dask is where the data
+    lives, ``backend=`` still names the kernel.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> resolve(None, da.ones(4, chunks=2))
+    DaskBlocks('cpu')
+    >>> resolve("parallel", np.ones(4), da.ones(4, chunks=2))
+    DaskBlocks('parallel')
+    """
+    for value in (x, *others):
+        if is_dask_array(value):
+            return _dask_blocks(backend, value)
     if backend is None or _is_auto(backend):
         selected = _selected.get() if backend is None else AUTO
         if selected is None:
@@ -252,3 +270,19 @@ def resolve(backend: Any, x: Any) -> Backend:
             + (f": {hint}" if hint else "")
         )
     return found
+
+
+def _dask_blocks(backend: Any, x: Any) -> Backend:
+    from .dask_blocks import DaskBlocks
+
+    meta = x._meta
+    try:
+        inner = resolve(backend, meta)
+    except ValueError as exc:
+        raise ValueError(
+            f"cbrtgrad: the chunks of this dask array are {type(meta).__module__}."
+            f"{type(meta).__name__}: {exc}"
+        ) from None
+    if isinstance(inner, DaskBlocks):  # a dask array of dask arrays
+        raise TypeError("cbrtgrad: dask arrays whose chunks are dask arrays are not supported")
+    return DaskBlocks(inner.name)
