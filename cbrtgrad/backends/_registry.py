@@ -19,8 +19,8 @@ import numpy as np
 
 from .. import _config
 from ._layout import is_device_array
-from .dask_blocks import is_dask_array
 from ._protocol import Availability, Backend
+from .dask_blocks import is_dask_array
 
 #: name -> "module:Class". Adding a backend is one file and one line here.
 _BACKENDS: dict[str, str] = {
@@ -283,6 +283,4 @@ def _dask_blocks(backend: Any, x: Any) -> Backend:
             f"cbrtgrad: the chunks of this dask array are {type(meta).__module__}."
             f"{type(meta).__name__}: {exc}"
         ) from None
-    if isinstance(inner, DaskBlocks):  # a dask array of dask arrays
-        raise TypeError("cbrtgrad: dask arrays whose chunks are dask arrays are not supported")
     return DaskBlocks(inner.name)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import _dtypes
+from ._layout import is_device_array
 from ._protocol import Availability
 
 
@@ -65,9 +66,7 @@ def _cube_root_grad_block(
 ) -> Any:
     mask = rest[0] if where else True
     old = np.array(rest[-1], dtype=dtype) if out else None
-    return _backend(backend).cube_root_grad(
-        _host(g, dtype), _host(y, dtype), out=old, where=mask
-    )
+    return _backend(backend).cube_root_grad(_host(g, dtype), _host(y, dtype), out=old, where=mask)
 
 
 def _fused_block(x: Any, g: Any, *, backend: str, dtype: np.dtype) -> np.ndarray:
@@ -138,9 +137,7 @@ class DaskBlocks:
 
         if is_dask_array(value) or isinstance(value, (int, float, bool)):
             return value
-        if hasattr(value, "__cuda_array_interface__") or not isinstance(
-            value, (np.ndarray, np.generic, list, tuple)
-        ):
+        if is_device_array(value) or not isinstance(value, (np.ndarray, np.generic, list, tuple)):
             raise TypeError(
                 f"cbrtgrad: {name} must be a dask array, a numpy array or a scalar to combine "
                 f"with a dask array, got {type(value).__name__}"
@@ -148,7 +145,17 @@ class DaskBlocks:
         return da.asarray(np.asarray(value))
 
     @staticmethod
-    def _broadcast(*values: Any) -> list[Any]:
+    def _broadcast(*values: Any, lead: int = 0) -> list[Any]:
+        """Broadcast the dask arrays among ``values`` to one shape and one chunking.
+
+        The chunks are those of ``values[lead]`` (the array the kernel is
+        called on) where it is a dask array of the full shape, else of the
+        first one that is.
+
+        NOTE: blockwise operations broadcast an operand that has one block
+        along an axis to every block, whatever its length: a numpy operand
+        wrapped as a single chunk must be rechunked, not just aligned.
+        """
         import dask.array as da
 
         arrays = [v for v in values if is_dask_array(v)]
@@ -159,7 +166,14 @@ class DaskBlocks:
                 "cbrtgrad: operands could not be broadcast together with shapes "
                 + ", ".join(str(a.shape) for a in arrays)
             ) from None
-        return [da.broadcast_to(v, shape) if is_dask_array(v) else v for v in values]
+        full = [da.broadcast_to(v, shape) if is_dask_array(v) else v for v in values]
+        order = [full[lead], *full]
+        chunks = next(
+            v.chunks
+            for v, o in zip(order, [values[lead], *values], strict=True)
+            if is_dask_array(v) and o.shape == shape
+        )
+        return [v.rechunk(chunks) if is_dask_array(v) and v.chunks != chunks else v for v in full]
 
     def _extras(self, where: Any, out: Any) -> tuple[list[Any], Any]:
         """The arrays ``where``/``out`` add to a task, and the dask ``out`` (or None)."""
@@ -183,18 +197,27 @@ class DaskBlocks:
         return extra, out
 
     def _map(
-        self, func: Any, values: list[Any], compute: np.dtype, out: Any, masked: bool, token: str
+        self,
+        func: Any,
+        values: list[Any],
+        compute: np.dtype,
+        out: Any,
+        masked: bool,
+        token: str,
+        lead: int = 0,
     ) -> Any:
         import functools
 
         import dask.array as da
 
-        values = self._broadcast(*values)
-        lead = next(v for v in values if is_dask_array(v))
-        if out is not None and out.shape != lead.shape:
-            raise ValueError(
-                f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {lead.shape}"
-            )
+        if out is not None:
+            shape = np.broadcast_shapes(*(np.shape(v) for v in values[:-1]))
+            if out.shape != shape:
+                raise ValueError(
+                    f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {shape}"
+                )
+        values = self._broadcast(*values, lead=lead)
+        ndim = next(v.ndim for v in values if is_dask_array(v))
         # ``dtype`` is also map_blocks' own keyword: the compute dtype reaches
         # the block function bound in a partial (which pickles by reference).
         block = functools.partial(func, dtype=compute, where=masked, out=out is not None)
@@ -202,7 +225,7 @@ class DaskBlocks:
             block,
             *values,
             dtype=compute,
-            meta=np.empty((0,) * lead.ndim, compute),
+            meta=np.empty((0,) * ndim, compute),
             token=token,
             backend=self.inner,
         )
@@ -224,7 +247,7 @@ class DaskBlocks:
         extra, out = self._extras(where, out)
         values = [self._lazy(g, "g"), self._lazy(y, "y"), *extra]
         return self._map(
-            _cube_root_grad_block, values, compute, out, where is not True, "cbrt_grad"
+            _cube_root_grad_block, values, compute, out, where is not True, "cbrt_grad", lead=1
         )
 
     def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
@@ -242,8 +265,6 @@ class DaskBlocks:
         if not is_dask_array(xs):
             # A scalar x against a dask g: the chunks come from g.
             xs = da.full_like(gs, xs, dtype=compute)
-        elif is_dask_array(gs) and gs.chunks != xs.chunks:
-            gs = gs.rechunk(xs.chunks)
         both = da.map_blocks(
             functools.partial(_fused_block, dtype=compute),
             xs,

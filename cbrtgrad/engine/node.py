@@ -48,9 +48,7 @@ class Node:
         """Keep what ``vjp`` needs; the default saves the inputs if ``saves_input``."""
         if self.saves_input:
             self.saved = inputs
-            self._checks = tuple(
-                version_check(t) for t in inputs if type(t) is Tensor
-            )
+            self._checks = tuple(version_check(t) for t in inputs if type(t) is Tensor)
 
     def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
         """Gradients with respect to each input (``None`` where not needed)."""

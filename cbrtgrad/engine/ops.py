@@ -46,7 +46,7 @@ def _operand(value: Any, name: str) -> Any:
         _dtypes.compute_dtype(array.dtype, name)
         return array
     raise TypeError(
-        f"cbrtgrad: {name} must be a Tensor, an ndarray, a dask array or a real scalar, "
+        f"cbrtgrad: {name} must be a Tensor, an ndarray or a real scalar (or a dask array), "
         f"got {type(value).__name__}"
     )
 
@@ -455,9 +455,7 @@ class MeanBackward(SumBackward):
         )
 
     def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
-        return (
-            expand(reshape_grad(g / self.count, self.kept_shape), self.in_shape, self.chunks),
-        )
+        return (expand(reshape_grad(g / self.count, self.kept_shape), self.in_shape, self.chunks),)
 
 
 class ReshapeBackward(Node):
