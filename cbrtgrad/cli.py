@@ -77,6 +77,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from . import benchmarking
 
+    if args.dask:
+        return cmd_bench_dask(args)
     rows = benchmarking.run(
         sizes=tuple(args.sizes), repeat=args.repeat, backends=tuple(args.backends)
     )
@@ -84,6 +86,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
     payload: dict[str, object] = {"rows": benchmarking.rows_as_dicts(rows)}
     if args.json:
         _write_json(args.json, payload)
+    return 0
+
+
+def _gigabytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def cmd_bench_dask(args: argparse.Namespace) -> int:
+    """``cbrtgrad bench --dask``: a large float32 array on a local dask cluster vs numpy."""
+    from . import benchmarking
+
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        print("cbrtgrad bench --dask needs dask and distributed: pip install 'cbrtgrad[dask]'")
+        return 2
+    rows = benchmarking.dask_rows(
+        gigabytes=args.dask_gb, n_workers=args.workers, repeat=min(args.repeat, 5)
+    )
+    print(benchmarking.format_dask_rows(rows))
+    if args.json:
+        _write_json(args.json, {"dask_rows": [vars(r) for r in rows]})
     return 0
 
 
@@ -150,6 +180,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeat", type=_positive, default=20, help="calls per measurement")
     bench.add_argument("--backends", type=_backend_list, default=["cpu"], help="comma-separated")
     bench.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    bench.add_argument(
+        "--dask",
+        action="store_true",
+        help="instead: a float32 array chunk by chunk on a local dask cluster vs np.cbrt",
+    )
+    bench.add_argument(
+        "--dask-gb", type=_gigabytes, default=2.0, help="--dask input size in GB (default 2)"
+    )
+    bench.add_argument(
+        "--workers", type=_positive, default=2, help="--dask worker processes (default 2)"
+    )
     bench.set_defaults(func=cmd_bench)
 
     info = sub.add_parser("info", help="versions, CPU features and backends")

@@ -16,6 +16,7 @@ import pytest
 from distributed import Client, LocalCluster, wait
 
 import cbrtgrad as cg
+from cbrtgrad import benchmarking
 from cbrtgrad.backends.dask_cluster import (
     default_numba_threads,
     numba_threads_plugin,
@@ -149,3 +150,13 @@ def test_out_of_core_forward_and_gradient_spill_to_disk(client):
     checks = da.map_blocks(_check_block, x, y_kept, dx_kept, dtype=bool, chunks=(1,))
     result = checks.compute()
     assert result.shape == (16,) and result.all()
+
+
+def test_bench_rows_on_the_cluster(client):
+    rows = benchmarking.dask_rows(gigabytes=0.004, chunk_mib=1, repeat=1, client=client)
+    cases_measured = {(r.case, r.where) for r in rows}
+    assert ("cbrt", "dask, 2 workers") in cases_measured
+    assert ("np.cbrt", "one process") in cases_measured
+    assert all(r.gb_per_s > 0 and r.gigabytes == pytest.approx(0.004) for r in rows)
+    with pytest.raises(ValueError, match="gigabytes must be > 0"):
+        benchmarking.dask_rows(gigabytes=0, client=client)
