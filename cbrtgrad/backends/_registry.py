@@ -170,8 +170,11 @@ def auto_choice(x: Any) -> Backend:
        when the framework loads.
     3. numpy arrays of at least ``CBRTGRAD_PARALLEL_MIN`` elements (default
        10^6): ``parallel``.
-    4. Everything else (small arrays, Python scalars and lists, dask arrays,
-       which the ``cpu`` ufuncs keep lazy): ``cpu``.
+    4. Everything else (small arrays, Python scalars and lists): ``cpu``.
+
+    Dask arrays never reach this function: :func:`resolve` sends them to a
+    :class:`~cbrtgrad.backends.dask_blocks.DaskBlocks` over the choice for one
+    chunk (``cpu`` for numpy chunks, ``cuda`` for CuPy chunks).
 
     Examples
     --------
@@ -231,7 +234,11 @@ def describe_auto_choice() -> list[str]:
         f"other numpy arrays with >= {minimum:,} elements -> parallel "
         f"[{availability('parallel').reason}]"
     )
-    lines.append("everything else (smaller arrays, scalars, lists, dask arrays) -> cpu")
+    lines.append("everything else (smaller arrays, scalars, lists) -> cpu")
+    lines.append(
+        "dask arrays -> chunk by chunk (dask.array.map_blocks) on the choice for one chunk: "
+        "cpu for numpy chunks, cuda for CuPy chunks"
+    )
     return lines
 
 

@@ -16,6 +16,7 @@ backend up in the worker's own registry (compiling its kernels there once).
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -69,16 +70,11 @@ def _cube_root_grad_block(
     return _backend(backend).cube_root_grad(_host(g, dtype), _host(y, dtype), out=old, where=mask)
 
 
-def _fused_block(x: Any, g: Any, *, backend: str, dtype: np.dtype) -> np.ndarray:
-    # One task computes both results of its chunk into one (2, ...) block:
-    # y is row 0 and dx row 1, each a C-contiguous view the fused kernel
-    # writes in one pass.
-    x = _host(x, dtype)
-    g = _host(g, dtype)
-    shape = np.broadcast_shapes(np.shape(x), np.shape(g))
-    both = np.empty((2, *shape), dtype)
-    _backend(backend).cube_root_and_grad(x, g, out=(both[0], both[1]))
-    return both
+def _fused_block(x: Any, g: Any, *, backend: str, dtype: np.dtype) -> tuple[Any, Any]:
+    # One task computes both results of its chunk in one pass; the two
+    # output arrays take them out of the pair (``operator.getitem``, no copy).
+    result: tuple[Any, Any] = _backend(backend).cube_root_and_grad(_host(x, dtype), _host(g, dtype))
+    return result
 
 
 class DaskBlocks:
@@ -132,9 +128,11 @@ class DaskBlocks:
 
     @staticmethod
     def _lazy(value: Any, name: str) -> Any:
-        """Dask arrays as they are, Python scalars kept weak, array_likes as one chunk."""
-        import dask.array as da
+        """Dask arrays as they are, scalars as scalars, other array_likes as numpy arrays.
 
+        Python scalars stay Python scalars (weak in numpy's promotion); 0-d
+        arrays become numpy scalars, passed whole to every task.
+        """
         if is_dask_array(value) or isinstance(value, (int, float, bool)):
             return value
         if is_device_array(value) or not isinstance(value, (np.ndarray, np.generic, list, tuple)):
@@ -142,38 +140,61 @@ class DaskBlocks:
                 f"cbrtgrad: {name} must be a dask array, a numpy array or a scalar to combine "
                 f"with a dask array, got {type(value).__name__}"
             )
-        return da.asarray(np.asarray(value))
+        array = np.asarray(value)
+        return array[()] if array.ndim == 0 else array
 
     @staticmethod
     def _broadcast(*values: Any, lead: int = 0) -> list[Any]:
-        """Broadcast the dask arrays among ``values`` to one shape and one chunking.
+        """Give the array operands one shape and one chunking; scalars stay scalars.
 
         The chunks are those of ``values[lead]`` (the array the kernel is
-        called on) where it is a dask array of the full shape, else of the
-        first one that is.
+        called on) when it is a dask array of the full shape, else of the
+        first dask array that is. Numpy operands become dask arrays in those
+        chunks.
 
         NOTE: blockwise operations broadcast an operand that has one block
-        along an axis to every block, whatever its length: a numpy operand
-        wrapped as a single chunk must be rechunked, not just aligned.
+        along an axis to every block, whatever its length, so every operand
+        is given the chunks explicitly. A broadcast numpy view (stride 0, as
+        the engine's gradients of sums are) is first cut down to its real
+        data: a graph holding the view would pickle it at full size.
         """
         import dask.array as da
 
-        arrays = [v for v in values if is_dask_array(v)]
+        arrays = [v for v in values if np.ndim(v) > 0]
         try:
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+            shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
         except ValueError:
             raise ValueError(
                 "cbrtgrad: operands could not be broadcast together with shapes "
-                + ", ".join(str(a.shape) for a in arrays)
+                + ", ".join(str(np.shape(a)) for a in arrays)
             ) from None
-        full = [da.broadcast_to(v, shape) if is_dask_array(v) else v for v in values]
-        order = [full[lead], *full]
-        chunks = next(
-            v.chunks
-            for v, o in zip(order, [values[lead], *values], strict=True)
-            if is_dask_array(v) and o.shape == shape
-        )
-        return [v.rechunk(chunks) if is_dask_array(v) and v.chunks != chunks else v for v in full]
+        candidates = [values[lead], *values]
+        full = [v for v in candidates if is_dask_array(v) and v.shape == shape]
+        if full:
+            chunks = full[0].chunks
+        else:
+            first = next(v for v in values if is_dask_array(v))
+            chunks = da.broadcast_to(first, shape).chunks
+
+        def fit(v: Any) -> Any:
+            if np.ndim(v) == 0:
+                return v
+            if not is_dask_array(v):
+                v = np.ascontiguousarray(
+                    v[tuple(slice(0, 1) if st == 0 else slice(None) for st in v.strides)]
+                )
+            offset = len(shape) - v.ndim
+            own = tuple(
+                (1,) if n == 1 and shape[offset + i] != 1 else chunks[offset + i]
+                for i, n in enumerate(v.shape)
+            )
+            if is_dask_array(v):
+                v = v if v.chunks == own else v.rechunk(own)
+            else:
+                v = da.from_array(v, chunks=own)
+            return v if v.shape == shape else da.broadcast_to(v, shape, chunks=chunks)
+
+        return [fit(v) for v in values]
 
     def _extras(self, where: Any, out: Any) -> tuple[list[Any], Any]:
         """The arrays ``where``/``out`` add to a task, and the dask ``out`` (or None)."""
@@ -265,16 +286,23 @@ class DaskBlocks:
         if not is_dask_array(xs):
             # A scalar x against a dask g: the chunks come from g.
             xs = da.full_like(gs, xs, dtype=compute)
-        both = da.map_blocks(
+        meta = np.empty((0,) * xs.ndim, compute)
+        # NOTE: the blocks of ``pair`` are (y, dx) tuples, not arrays: it is
+        # never returned, only taken apart. Slicing a stacked (2, ...) block
+        # instead would copy each half (dask copies a slice of at most half
+        # its chunk), two more passes over memory.
+        pair = da.map_blocks(
             functools.partial(_fused_block, dtype=compute),
             xs,
             gs,
-            new_axis=0,
-            chunks=((2,), *xs.chunks),
             dtype=compute,
-            meta=np.empty((0,) * (xs.ndim + 1), compute),
+            meta=meta,
             token="cbrt_and_grad",
             backend=self.inner,
         )
+        y = pair.map_blocks(operator.getitem, 0, dtype=compute, meta=meta, token="cbrt_and_grad_y")
+        dx = pair.map_blocks(
+            operator.getitem, 1, dtype=compute, meta=meta, token="cbrt_and_grad_dx"
+        )
         # Two lazy arrays over the one task per chunk that computes both.
-        return both[0], both[1]
+        return y, dx
