@@ -128,6 +128,8 @@ def test_where_and_out_follow_numpy():
     expected = old.copy()
     cbrtgrad.cbrt(x, out=expected, where=mask)
     assert same_bits(out.compute(), expected)
+    kept = cbrtgrad.cbrt(lazy(x), out=lazy(old), where=False)  # a scalar mask
+    assert same_bits(kept.compute(), old)
     g = np.ones(300)
     dx = cbrtgrad.cbrt_grad(lazy(g), lazy(x), out=lazy(old), where=mask).compute()
     assert same_bits(dx, cbrtgrad.cbrt_grad(g, x, out=old.copy(), where=mask))

@@ -201,10 +201,9 @@ class DaskBlocks:
         extra: list[Any] = []
         if where is not True:
             mask = self._lazy(where, "where")
-            if np.dtype(mask.dtype).kind != "b":
-                raise TypeError(
-                    f"cbrtgrad: where must be a bool array or True, got dtype {mask.dtype}"
-                )
+            kind = _dtypes.dtype_of(mask)
+            if kind.kind != "b":
+                raise TypeError(f"cbrtgrad: where must be a bool array or True, got dtype {kind}")
             extra.append(mask)
         if out is not None:
             if isinstance(out, tuple) and len(out) == 1:

@@ -37,6 +37,7 @@ def _dependencies(start: list[Node], stop: set[Any]) -> dict[Node, int]:
 
 
 def _all_finite(value: Any) -> bool:
+    # Only materialised arrays are checked: checking a dask array would compute it.
     array = value._data if isinstance(value, Tensor) else value
     if isinstance(array, (np.ndarray, np.generic)) and array.dtype.kind in "fc":
         return bool(np.isfinite(array).all())
