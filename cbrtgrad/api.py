@@ -40,13 +40,15 @@ def _check_where(where: Any) -> None:
 
 def _as_compute(value: Any, dtype: np.dtype) -> Any:
     # Cast host inputs to the compute dtype only when they differ (float16,
-    # integers, mixed precision); device and lazy arrays cast themselves.
-    current = _dtypes.dtype_of(value)
-    if current == dtype:
+    # integers, mixed precision). Anything else is left to its backend: numba
+    # device arrays have no ``astype`` (and a cast would leave the device), the
+    # cuda kernels cast while they read; dask's backend casts inside each
+    # chunk's task.
+    if not isinstance(value, (np.ndarray, np.generic, list, tuple, int, float, bool)):
         return value
-    if isinstance(value, (np.ndarray, np.generic, list, tuple, int, float, bool)):
-        return np.asarray(value, dtype=dtype)
-    return value.astype(dtype)
+    if _dtypes.dtype_of(value) == dtype:
+        return value
+    return np.asarray(value, dtype=dtype)
 
 
 def cbrt(
@@ -152,7 +154,7 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
         return overridden
     compute = _dtypes.result_dtype(g, y, argument="g, y")
     _check_where(where)
-    chosen = _registry.resolve(backend, y)
+    chosen = _registry.resolve(backend, y, g)
     return chosen.cube_root_grad(
         _as_compute(g, compute), _as_compute(y, compute), out=out, where=where
     )
@@ -191,5 +193,5 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
     if overridden is not _NO_OVERRIDE:
         return overridden  # type: ignore[no-any-return]
     compute = _dtypes.result_dtype(x, g, argument="x, g")
-    chosen = _registry.resolve(backend, x)
+    chosen = _registry.resolve(backend, x, g)
     return chosen.cube_root_and_grad(_as_compute(x, compute), _as_compute(g, compute), out=out)

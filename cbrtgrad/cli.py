@@ -79,6 +79,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.plot:
         return cmd_bench_plot(args)
+    if args.dask:
+        return cmd_bench_dask(args)
     rows = benchmarking.run(
         sizes=tuple(args.sizes), repeat=args.repeat, backends=tuple(args.backends)
     )
@@ -130,6 +132,34 @@ def cmd_bench_plot(args: argparse.Namespace) -> int:
     print(f"plot written to {args.plot}")
     if args.json:
         _write_json(args.json, {"curve": benchmarking.curve_as_dicts(points)})
+    return 0
+
+
+def _gigabytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def cmd_bench_dask(args: argparse.Namespace) -> int:
+    """``cbrtgrad bench --dask``: a large float32 array on a local dask cluster vs numpy."""
+    from . import benchmarking
+
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        print("cbrtgrad bench --dask needs dask and distributed: pip install 'cbrtgrad[dask]'")
+        return 2
+    rows = benchmarking.dask_rows(
+        gigabytes=args.dask_gb, n_workers=args.workers, repeat=min(args.repeat, 5)
+    )
+    print(benchmarking.format_dask_rows(rows))
+    if args.json:
+        _write_json(args.json, {"dask_rows": [vars(r) for r in rows]})
     return 0
 
 
@@ -209,6 +239,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead of the table, draw ns per element against array size (needs matplotlib: "
         "the 'plot' extra) for every available host backend, np.cbrt and scipy.special.cbrt; "
         "default sizes 10 to 10^7, two per decade; --sizes and --backends override them",
+    )
+    bench.add_argument(
+        "--dask",
+        action="store_true",
+        help="instead: a float32 array chunk by chunk on a local dask cluster vs np.cbrt",
+    )
+    bench.add_argument(
+        "--dask-gb", type=_gigabytes, default=2.0, help="--dask input size in GB (default 2)"
+    )
+    bench.add_argument(
+        "--workers", type=_positive, default=2, help="--dask worker processes (default 2)"
     )
     bench.set_defaults(func=cmd_bench)
 

@@ -65,3 +65,37 @@ def test_python_dash_m():
         [sys.executable, "-m", "cbrtgrad", "--version"], capture_output=True, text=True, check=True
     )
     assert done.stdout.startswith("cbrtgrad ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "--dask", "--dask-gb", "0"],
+        ["bench", "--dask", "--dask-gb", "two"],
+        ["bench", "--dask", "--workers", "0"],
+    ],
+)
+def test_bad_dask_bench_arguments_exit_2(argv):
+    with pytest.raises(SystemExit) as excinfo:
+        cli.main(argv)
+    assert excinfo.value.code == 2
+
+
+def test_bench_dask_prints_and_writes_the_rows(tmp_path, capsys, monkeypatch):
+    # The measurement itself runs in tests/test_distributed.py on its cluster;
+    # here only the command's wiring (arguments in, table and JSON out).
+    from cbrtgrad import benchmarking
+
+    seen = {}
+
+    def rows(**kwargs):
+        seen.update(kwargs)
+        return [benchmarking.DaskBenchRow("cbrt", "dask, 3 workers", 0.5, 0.25, 2.0)]
+
+    monkeypatch.setattr(benchmarking, "dask_rows", rows)
+    out = tmp_path / "dask.json"
+    argv = ["bench", "--dask", "--dask-gb", "0.5", "--workers", "3", "--json", str(out)]
+    assert cli.main(argv) == 0
+    assert seen == {"gigabytes": 0.5, "n_workers": 3, "repeat": 5}
+    assert "dask, 3 workers" in capsys.readouterr().out
+    assert json.loads(out.read_text())["dask_rows"][0]["gb_per_s"] == 2.0

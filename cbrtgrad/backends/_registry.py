@@ -20,6 +20,7 @@ import numpy as np
 from .. import _config
 from ._layout import is_device_array
 from ._protocol import Availability, Backend
+from .dask_blocks import is_dask_array
 
 #: name -> "module:Class". Adding a backend is one file and one line here.
 _BACKENDS: dict[str, str] = {
@@ -230,8 +231,11 @@ def auto_choice(x: Any) -> Backend:
        when the framework loads.
     3. numpy arrays of at least ``CBRTGRAD_PARALLEL_MIN`` elements (default
        10^6): ``parallel``.
-    4. Everything else (small arrays, Python scalars and lists, dask arrays,
-       which the ``cpu`` ufuncs keep lazy): ``cpu``.
+    4. Everything else (small arrays, Python scalars and lists): ``cpu``.
+
+    Dask arrays never reach this function: :func:`resolve` sends them to a
+    :class:`~cbrtgrad.backends.dask_blocks.DaskBlocks` over the choice for one
+    chunk (``cpu`` for numpy chunks, ``cuda`` for CuPy chunks).
 
     Raises
     ------
@@ -296,12 +300,21 @@ def describe_auto_choice() -> list[str]:
         f"other numpy arrays with >= {minimum:,} elements -> parallel "
         f"[{availability('parallel').reason}]"
     )
-    lines.append("everything else (smaller arrays, scalars, lists, dask arrays) -> cpu")
+    lines.append("everything else (smaller arrays, scalars, lists) -> cpu")
+    lines.append(
+        "dask arrays -> chunk by chunk (dask.array.map_blocks) on the choice for one chunk: "
+        "cpu for numpy chunks, cuda for CuPy chunks"
+    )
     return lines
 
 
-def resolve(backend: Any, x: Any) -> Backend:
-    """The backend a call with ``backend=`` and first input ``x`` runs on.
+def resolve(backend: Any, x: Any, *others: Any) -> Backend:
+    """The backend a call with ``backend=`` and inputs ``x, *others`` runs on.
+
+    When any input is a dask array, the answer is a
+    :class:`~cbrtgrad.backends.dask_blocks.DaskBlocks` over the backend this
+    rule gives for one of its chunks (its ``_meta``): dask is where the data
+    lives, ``backend=`` still names the kernel.
 
     Parameters
     ----------
@@ -311,6 +324,8 @@ def resolve(backend: Any, x: Any) -> Backend:
         :func:`auto_choice` directly.
     x : object
         The call's first input.
+    *others : object
+        Its other array inputs (only looked at for dask arrays).
 
     Returns
     -------
@@ -327,13 +342,20 @@ def resolve(backend: Any, x: Any) -> Backend:
 
     Examples
     --------
-    >>> import numpy as np
+    >>> import numpy as np, dask.array as da
     >>> resolve(None, np.ones(3)).name, resolve("numpy", np.ones(3)).name
     ('cpu', 'numpy')
     >>> with use_backend("numpy"):
     ...     resolve(None, np.ones(3)).name
     'numpy'
+    >>> resolve(None, da.ones(4, chunks=2))
+    DaskBlocks('cpu')
+    >>> resolve("parallel", np.ones(4), da.ones(4, chunks=2))
+    DaskBlocks('parallel')
     """
+    for value in (x, *others):
+        if is_dask_array(value):
+            return _dask_blocks(backend, value)
     if backend is None or _is_auto(backend):
         selected = _selected.get() if backend is None else AUTO
         if selected is None:
@@ -350,3 +372,17 @@ def resolve(backend: Any, x: Any) -> Backend:
             + (f": {hint}" if hint else "")
         )
     return found
+
+
+def _dask_blocks(backend: Any, x: Any) -> Backend:
+    from .dask_blocks import DaskBlocks
+
+    meta = x._meta
+    try:
+        inner = resolve(backend, meta)
+    except ValueError as exc:
+        raise ValueError(
+            f"cbrtgrad: the chunks of this dask array are {type(meta).__module__}."
+            f"{type(meta).__name__}: {exc}"
+        ) from None
+    return DaskBlocks(inner.name)

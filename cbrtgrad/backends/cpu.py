@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels import cpu as cpu_kernels
-from ._layout import call_ufunc, constant_operand, fused_outputs
+from ._layout import call_ufunc, constant_operand, fused_outputs, is_device_array
 from ._protocol import Availability
 
 
@@ -20,7 +20,7 @@ class CpuBackend:
         return Availability(True, "numba CPU target")
 
     def accepts(self, x: Any) -> bool:
-        return not hasattr(x, "__cuda_array_interface__")
+        return not is_device_array(x)
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
         return call_ufunc(cpu_kernels.ufuncs().cube_root, x, out=out, where=where, dtype=dtype)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ._layout import fused_outputs
+from ._layout import fused_outputs, is_device_array
 from ._protocol import Availability
 
 
@@ -23,7 +23,7 @@ class NumpyBackend:
         return Availability(True, "numpy is always available")
 
     def accepts(self, x: Any) -> bool:
-        return not hasattr(x, "__cuda_array_interface__")
+        return not is_device_array(x)
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
         return np.cbrt(x, out=out, where=where, dtype=dtype)

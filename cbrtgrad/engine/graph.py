@@ -16,7 +16,7 @@ import numpy as np
 from . import grad_mode
 from . import tensor as _tensor_module
 from .node import Node
-from .tensor import Tensor
+from .tensor import Tensor, is_lazy
 
 #: Serialises writes of leaves' ``.grad`` (see :func:`backward`).
 _ACCUMULATE_LOCK = threading.Lock()
@@ -41,6 +41,7 @@ def _dependencies(start: list[Node], stop: set[Any]) -> dict[Node, int]:
 
 
 def _all_finite(value: Any) -> bool:
+    # Only materialised arrays are checked: checking a dask array would compute it.
     array = value._data if isinstance(value, Tensor) else value
     if isinstance(array, (np.ndarray, np.generic)) and array.dtype.kind in "fc":
         return bool(np.isfinite(array).all())
@@ -146,7 +147,8 @@ def _seed(root: Tensor, gradient: Any, create_graph: bool) -> Any:
         if root.shape:
             seed = seed.reshape(root.shape)
     else:
-        seed = gradient if isinstance(gradient, Tensor) else np.asarray(gradient)
+        lazy = isinstance(gradient, Tensor) or is_lazy(gradient)
+        seed = gradient if lazy else np.asarray(gradient)
         if seed.dtype.kind != "f":
             raise TypeError(f"cbrtgrad: gradient must have a float dtype, got {seed.dtype}")
         if seed.shape != root.shape:
@@ -198,7 +200,11 @@ def _accumulate(leaf: Tensor, g: Any, *, fresh: bool) -> None:
         return
     if g.shape != leaf.shape:
         g = np.broadcast_to(g, leaf.shape)
-    if g.dtype != leaf.dtype:
+    if is_lazy(g):
+        # A dask graph cannot alias anything: no copy, only the cast.
+        if g.dtype != leaf.dtype:
+            g = g.astype(leaf.dtype)
+    elif g.dtype != leaf.dtype:
         g = g.astype(leaf.dtype)
     elif not fresh or g.base is not None or not g.flags.writeable:
         # Never hand out an array that aliases another gradient or a view.
@@ -243,9 +249,19 @@ def grad_of(
         key = t.grad_fn if t.grad_fn is not None else t
         g = leaves.get(key)
         if g is None:
-            zeros = np.zeros(t.shape, t.dtype)
+            if is_lazy(t._data):
+                import dask.array as da
+
+                zeros = da.zeros_like(t._data)
+            else:
+                zeros = np.zeros(t.shape, t.dtype)
             g = Tensor._make(zeros, None) if create_graph else zeros
         elif isinstance(g, Tensor):
+            if g.dtype != t.dtype:
+                g = g.astype(t.dtype)
+        elif is_lazy(g):
+            if g.shape != t.shape:
+                g = np.broadcast_to(g, t.shape)
             if g.dtype != t.dtype:
                 g = g.astype(t.dtype)
         else:

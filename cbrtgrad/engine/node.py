@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .schema import OpSchema
-from .tensor import Tensor, _Version
+from .tensor import Tensor, is_lazy, version_check
 
 #: Broadcast gradients up to this many elements are materialised (see expand).
 _MATERIALISE_MAX = 4096
@@ -39,7 +39,7 @@ class Node:
 
     next_functions: tuple[Any, ...]
     saved: tuple[Any, ...]
-    _checks: tuple[tuple[_Version, int], ...]
+    _checks: tuple[tuple[Any, int], ...]
     released: bool
 
     def save(
@@ -48,9 +48,7 @@ class Node:
         """Keep what ``vjp`` needs; the default saves the inputs if ``saves_input``."""
         if self.saves_input:
             self.saved = inputs
-            self._checks = tuple(
-                (t._version, t._version.value) for t in inputs if type(t) is Tensor
-            )
+            self._checks = tuple(version_check(t) for t in inputs if type(t) is Tensor)
 
     def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
         """Gradients with respect to each input (``None`` where not needed)."""
@@ -101,17 +99,27 @@ def reduce_to(g: Any, shape: tuple[int, ...]) -> Any:
     axes = tuple(range(lead)) + tuple(
         i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1
     )
+    if is_lazy(g):
+        return g.sum(axis=axes, keepdims=True).reshape(shape)
     return np.add.reduce(g, axis=axes, keepdims=True).reshape(shape)
 
 
-def expand(g: Any, shape: tuple[int, ...]) -> Any:
-    """Broadcast a gradient to ``shape`` (array or Tensor)."""
+def expand(g: Any, shape: tuple[int, ...], chunks: Any = None) -> Any:
+    """Broadcast a gradient to ``shape`` (array or Tensor).
+
+    ``chunks`` (those of a dask input) makes the result a lazy dask array in
+    those chunks, whatever ``g`` is.
+    """
     if g.shape == shape:
         return g
     if isinstance(g, Tensor):
         from .ops import broadcast_to
 
         return broadcast_to(g, shape)
+    if chunks is not None or is_lazy(g):
+        import dask.array as da
+
+        return da.broadcast_to(g, shape, chunks=chunks)
     if math.prod(shape) > _MATERIALISE_MAX:
         # A stride-0 view: materialising 10^6 elements cost more in fresh
         # pages (about 0.25 ms per 4 MB here) than the kernels lose on it.

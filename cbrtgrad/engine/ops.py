@@ -23,7 +23,7 @@ from . import tensor as _tensor_module
 from .node import Node, expand, reduce_to
 from .node import reshape as reshape_grad
 from .schema import AmpPolicy, OpSchema
-from .tensor import Tensor
+from .tensor import Tensor, is_lazy, version_check
 
 _NATIVE = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 _F16 = np.dtype(np.float16)
@@ -35,15 +35,18 @@ _autocast_enabled = grad_mode.autocast_enabled
 
 
 def _operand(value: Any, name: str) -> Any:
-    """A Tensor, a real scalar or an ndarray constant; anything else is a TypeError."""
+    """A Tensor, a real scalar or an ndarray (or dask array) constant; else a TypeError."""
     if isinstance(value, (Tensor, float, int)):
+        return value
+    if is_lazy(value):
+        _dtypes.compute_dtype(value.dtype, name)
         return value
     if isinstance(value, (np.ndarray, np.generic, list, tuple)):
         array = np.asarray(value)
         _dtypes.compute_dtype(array.dtype, name)
         return array
     raise TypeError(
-        f"cbrtgrad: {name} must be a Tensor, an ndarray or a real scalar, "
+        f"cbrtgrad: {name} must be a Tensor, an ndarray or a real scalar (or a dask array), "
         f"got {type(value).__name__}"
     )
 
@@ -80,7 +83,7 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
         else:
             arrays.append(t)
     data = cls.dispatch(backend, *arrays, **params)  # type: ignore[attr-defined]
-    if type(data) is not np.ndarray:
+    if type(data) is not np.ndarray and not is_lazy(data):
         data = np.asarray(data)  # reductions return numpy scalars
     if not record or not _grad_enabled():
         return Tensor._make(data, None)
@@ -100,6 +103,8 @@ def _to_compute(g: Any, y: Any) -> tuple[Any, Any]:
     dt = y.dtype
     if g.dtype == dt and dt in _NATIVE:
         return g, y
+    if is_lazy(g) or is_lazy(y):
+        return g, y  # the dask backend casts inside each chunk's task
     compute = _dtypes.result_dtype(g, y, argument="g, y")
     return np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
 
@@ -144,7 +149,7 @@ class CubeRootBackward(Node):
     ) -> None:
         self.result = output._data
         self.backend = backend
-        self._checks = ((output._version, output._version.value),)
+        self._checks = (version_check(output),)
 
     def grad_formula(self, g: Any) -> tuple[Any, ...]:
         # The fast kernel, from the saved output; the cube root is never re-run.
@@ -155,7 +160,8 @@ class CubeRootBackward(Node):
         # g / (3 y^2) with engine ops so that it is differentiable; ``y`` is the
         # saved output re-attached to this node, so d/dx flows through it.
         y = Tensor._make(self.result, self)
-        y._version = self._checks[0][0]
+        counter = self._checks[0][0]
+        y._version = getattr(counter, "version", counter)  # a _LazyVersion wraps it
         return (g / (y * y * 3.0),)
 
     def saved_values(self) -> tuple[Any, ...]:
@@ -198,7 +204,8 @@ def cbrt(
     if where is not True:
         api._check_where(where)
     if out is None:
-        return Tensor._make(np.asarray(chosen.cube_root(x._data, where=where)), None)
+        y = chosen.cube_root(x._data, where=where)
+        return Tensor._make(y if is_lazy(y) else np.asarray(y), None)
     if type(out) is not Tensor:
         raise TypeError(f"cbrtgrad: out must be a Tensor, got {type(out).__name__}")
     chosen.cube_root(x._data, out=out._data, where=where)
@@ -369,7 +376,7 @@ class CastBackward(Node):
 
     @staticmethod
     def dispatch(backend: Any, a: Any, *, dtype: np.dtype) -> Any:
-        return np.asarray(a).astype(dtype)
+        return a.astype(dtype) if is_lazy(a) else np.asarray(a).astype(dtype)
 
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
@@ -385,16 +392,24 @@ class CastBackward(Node):
 
 # -- reductions and shapes -------------------------------------------------------
 class SumBackward(Node):
-    """``a.sum(axis, keepdims)``; the gradient is broadcast back."""
+    """``a.sum(axis, keepdims)``; the gradient is broadcast back.
 
-    __slots__ = ("in_shape", "kept_shape")
+    For a dask input the gradient is broadcast back lazily, in the input's
+    chunks (``chunks``), so the backward of a dask graph stays a dask graph
+    and never materialises an array of the input's size on the client.
+    """
+
+    __slots__ = ("in_shape", "kept_shape", "chunks")
     schema = OpSchema(name="sum", ufunc=None)
 
     in_shape: tuple[int, ...]
     kept_shape: tuple[int, ...]
+    chunks: Any
 
     @staticmethod
     def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: Any) -> Any:
+        if is_lazy(a):
+            return a.sum(axis=axis, keepdims=keepdims)  # dask has no ufunc.reduce
         return np.add.reduce(a, axis=axis, keepdims=keepdims)
 
     def save(
@@ -403,6 +418,7 @@ class SumBackward(Node):
         shape = inputs[0].shape
         axis = params["axis"]
         self.in_shape = shape
+        self.chunks = inputs[0]._data.chunks if is_lazy(inputs[0]._data) else None
         if axis is None:
             self.kept_shape = (1,) * len(shape)
         else:
@@ -414,7 +430,7 @@ class SumBackward(Node):
     grad_graph = grad_formula
 
     def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
-        return (expand(reshape_grad(g, self.kept_shape), self.in_shape),)
+        return (expand(reshape_grad(g, self.kept_shape), self.in_shape, self.chunks),)
 
 
 class MeanBackward(SumBackward):
@@ -439,7 +455,7 @@ class MeanBackward(SumBackward):
         )
 
     def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
-        return (expand(reshape_grad(g / self.count, self.kept_shape), self.in_shape),)
+        return (expand(reshape_grad(g / self.count, self.kept_shape), self.in_shape, self.chunks),)
 
 
 class ReshapeBackward(Node):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _dtypes
+from ..backends.dask_blocks import is_dask_array as is_lazy
 from . import grad_mode
 
 if TYPE_CHECKING:
@@ -27,6 +28,33 @@ class _Version:
 
     def __init__(self) -> None:
         self.value = 0
+
+
+class _LazyVersion:
+    """A tensor's version, plus one if its dask array was rebound since it was saved.
+
+    NOTE: item assignment into a dask array (``t.data[i] = v``) does not go
+    through the tensor: dask swaps the array object's graph, so the array's
+    key (``name``) is what changes.
+    """
+
+    __slots__ = ("version", "array", "name")
+
+    def __init__(self, version: _Version, array: Any) -> None:
+        self.version = version
+        self.array = array
+        self.name = array.name
+
+    @property
+    def value(self) -> int:
+        return self.version.value + (self.array.name != self.name)
+
+
+def version_check(t: Tensor) -> tuple[Any, int]:
+    """``(counter, value now)`` for a node to check a saved tensor against later."""
+    if is_lazy(t._data):
+        return _LazyVersion(t._version, t._data), t._version.value
+    return t._version, t._version.value
 
 
 class _DataView(np.ndarray):
@@ -91,9 +119,10 @@ class Tensor:
 
     Parameters
     ----------
-    data : array_like
+    data : array_like or dask.array.Array
         The values; float16, float32, float64, bool or integers. A numpy array
-        is wrapped without a copy.
+        is wrapped without a copy; a dask array stays lazy (so do the results
+        and gradients computed from it, until the user computes them).
     requires_grad : bool, default False
         Whether backward computes ``.grad`` for this tensor (float dtypes only).
 
@@ -110,6 +139,11 @@ class Tensor:
     NOTE: writes through ``.data`` and in-place operators bump
     :attr:`version`; writes through the original numpy array passed in
     bypass it. ``.numpy()`` returns a read-only view for that reason.
+
+    NOTE: for dask data, ``.data`` is the dask array itself and item
+    assignment into it (dask rebinds the array object to a new graph) is not
+    counted; in-place operators and assigning ``t.data = ...`` are, and a
+    backward through a saved dask value that was rebound raises as for numpy.
 
     Examples
     --------
@@ -137,7 +171,7 @@ class Tensor:
     def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
         if isinstance(data, Tensor):
             data = data._data
-        array = np.asarray(data)
+        array = data if is_lazy(data) else np.asarray(data)
         _dtypes.compute_dtype(array.dtype, "data")
         self._data = array
         self.grad = None
@@ -160,7 +194,12 @@ class Tensor:
     # -- attributes ---------------------------------------------------------
     @property
     def data(self) -> np.ndarray:
-        """The values, as an ndarray view whose writes bump :attr:`version`."""
+        """The values, as an ndarray view whose writes bump :attr:`version`.
+
+        For dask data: the (lazy) dask array itself.
+        """
+        if is_lazy(self._data):
+            return self._data
         view = self._data.view(_DataView)
         view._version = self._version
         return view
@@ -169,7 +208,7 @@ class Tensor:
     def data(self, value: Any) -> None:
         if isinstance(value, _DataView) and value._version is self._version:
             return  # ``t.data += 1`` wrote in place and already bumped the version
-        array = np.asarray(value)
+        array = value if is_lazy(value) else np.asarray(value)
         _dtypes.compute_dtype(array.dtype, "data")
         self._data = array
         self._version.value += 1
@@ -230,22 +269,35 @@ class Tensor:
         return t
 
     def numpy(self) -> np.ndarray:
-        """The values as a read-only ndarray view (write through ``.data``)."""
+        """The values as a read-only ndarray view (write through ``.data``).
+
+        Dask data is computed (``.data`` keeps it lazy).
+        """
+        if is_lazy(self._data):
+            view = np.asarray(self._data)
+            view.flags.writeable = False
+            return view
         view = self._data.view()
         view.flags.writeable = False
         return view
 
     def item(self) -> Any:
-        """The single value as a Python scalar."""
-        return self._data.item()
+        """The single value as a Python scalar (dask data is computed)."""
+        return np.asarray(self._data).item()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if copy:
             return np.array(self._data, dtype=dtype, copy=True)
-        return self.numpy() if dtype is None else self._data.astype(dtype)
+        if dtype is None:
+            return self.numpy()
+        return np.asarray(self._data).astype(dtype, copy=False)
 
     def __repr__(self) -> str:
-        body = np.array2string(self._data, separator=", ", prefix="Tensor(")
+        # A dask array is shown as dask shows it: printing must not compute it.
+        if is_lazy(self._data):
+            body = repr(self._data)
+        else:
+            body = np.array2string(self._data, separator=", ", prefix="Tensor(")
         extra = ""
         if self.grad_fn is not None:
             extra = f", grad_fn=<{type(self.grad_fn).__name__}>"
@@ -337,7 +389,18 @@ class Tensor:
             raise ValueError(
                 f"cbrtgrad: in-place result has shape {new.shape}; expected {self.shape}"
             )
-        np.copyto(self._data, new._data, casting="same_kind")
+        if is_lazy(self._data) or is_lazy(new._data):
+            # A dask graph is never written to: the tensor is rebound to the
+            # new lazy values (cast as copyto would), and the version bump
+            # makes a backward through the old saved values fail loudly.
+            if not np.can_cast(new.dtype, self.dtype, "same_kind"):
+                raise TypeError(
+                    f"cbrtgrad: cannot cast the in-place result of dtype {new.dtype} to "
+                    f"{self.dtype} (casting rule 'same_kind')"
+                )
+            self._data = _lazy_like(new._data, self._data).astype(self.dtype, copy=False)
+        else:
+            np.copyto(self._data, new._data, casting="same_kind")
         self._version.value += 1
         if new.grad_fn is not None:
             self.grad_fn = new.grad_fn
@@ -474,6 +537,14 @@ class Tensor:
         array([0.08333333])
         """
         _graph.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+
+
+def _lazy_like(value: Any, like: Any) -> Any:
+    if is_lazy(value):
+        return value
+    import dask.array as da
+
+    return da.from_array(np.asarray(value), chunks=like.chunks)
 
 
 def _no_dtype_out(name: str, dtype: Any, out: Any) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 import cbrtgrad
 from cbrtgrad.backends import get_backend
+from cbrtgrad.backends._layout import is_device_array
 
 from ._cases import DTYPES, cases, same_bits
 
@@ -111,3 +112,30 @@ def test_simulator_fma_is_exact():
     assert math.isnan(exact_fma(np.inf, 0.0, 1.0))
     assert exact_fma(1e308, 10.0, 0.0) == np.inf
     assert str(exact_fma(-0.0, 2.0, -0.0)) == "-0.0"
+
+
+@pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+def test_float16_and_mixed_device_gradients_stay_on_the_device():
+    # Device arrays have no astype: the public functions leave the cast to the
+    # cuda kernels, which read float16 into the float32 kernel.
+    y = np.array([2.0, -3.0, 0.5, 4.0], np.float16)
+    g = np.array([12.0, 27.0, 0.75, 1.0], np.float16)
+    dx = cbrtgrad.cbrt_grad(cuda.to_device(g), cuda.to_device(y))
+    assert is_device_array(dx) and dx.dtype == np.float32
+    assert same_bits(dx.copy_to_host(), cbrtgrad.cbrt_grad(g, y, backend="cpu"))
+    mixed = cbrtgrad.cbrt_grad(cuda.to_device(g), cuda.to_device(y.astype(np.float64)))
+    assert mixed.dtype == np.float64
+    assert same_bits(mixed.copy_to_host(), cbrtgrad.cbrt_grad(g, y.astype(np.float64)))
+    yf, dxf = cbrtgrad.cbrt_and_grad(cuda.to_device(y), cuda.to_device(g))
+    assert is_device_array(yf) and yf.dtype == dxf.dtype == np.float32
+    assert same_bits(dxf.copy_to_host(), cbrtgrad.cbrt_and_grad(y, g, backend="cpu")[1])
+
+
+@pytest.mark.parametrize("name", ["cpu", "numpy", "parallel"])
+def test_host_backends_refuse_simulator_device_arrays(name):
+    x = cuda.to_device(np.ones(3))
+    assert not get_backend(name).accepts(x)
+    with pytest.raises(ValueError, match=f"backend '{name}' cannot take an input of type"):
+        cbrtgrad.cbrt(x, backend=name)
+    # The automatic choice sends them to the device, where the result stays.
+    assert is_device_array(cbrtgrad.cbrt(x))

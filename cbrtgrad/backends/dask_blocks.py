@@ -1,0 +1,317 @@
+"""Dask arrays: any host backend, mapped chunk by chunk with ``dask.array.map_blocks``.
+
+Dask is a container, not a kernel: :func:`cbrtgrad.backends.resolve` wraps the
+backend it would pick for one chunk (by default the automatic choice for the
+array's ``_meta``: ``cpu`` for numpy chunks, ``cuda`` for CuPy chunks) in a
+:class:`DaskBlocks`, which builds a lazy graph whose tasks call that backend on
+each chunk. The results are lazy dask arrays with the dtype numpy input would
+give, and the same bits.
+
+NOTE: the graph's tasks name the backend, not its kernels. numba's ufuncs do
+not pickle (pickle looks them up by name in a module that does not define
+them), so a graph holding them could not go to ``dask.distributed`` workers;
+the module-level block functions here pickle by reference and look the
+backend up in the worker's own registry (compiling its kernels there once).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from .. import _dtypes
+from ._layout import is_device_array
+from ._protocol import Availability
+
+
+def is_dask_array(x: Any) -> bool:
+    """Whether ``x`` is a ``dask.array.Array``, without importing dask.
+
+    Parameters
+    ----------
+    x : object
+        Any value.
+
+    Returns
+    -------
+    bool
+        True for a dask array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_dask_array(np.ones(2)), is_dask_array([1.0])
+    (False, False)
+    """
+    cls = type(x)
+    return cls.__name__ == "Array" and cls.__module__.startswith("dask.array")
+
+
+def _backend(name: str) -> Any:
+    from ._registry import get_backend
+
+    return get_backend(name)
+
+
+def _host(block: Any, dtype: np.dtype) -> Any:
+    # Inside a task: numpy chunks are cast here (so the cast is part of the
+    # kernel's task, not a graph layer of its own); device chunks (CuPy) are
+    # left to the cuda backend, which casts while it reads.
+    if isinstance(block, (np.ndarray, np.generic, int, float, bool)):
+        return np.asarray(block, dtype=dtype)
+    return block
+
+
+def _cube_root_block(
+    x: Any, *rest: Any, backend: str, dtype: np.dtype, where: bool, out: bool
+) -> Any:
+    mask = rest[0] if where else True
+    old = np.array(rest[-1], dtype=dtype) if out else None  # a chunk is never written to
+    return _backend(backend).cube_root(x, out=old, where=mask, dtype=dtype)
+
+
+def _cube_root_grad_block(
+    g: Any, y: Any, *rest: Any, backend: str, dtype: np.dtype, where: bool, out: bool
+) -> Any:
+    mask = rest[0] if where else True
+    old = np.array(rest[-1], dtype=dtype) if out else None
+    return _backend(backend).cube_root_grad(_host(g, dtype), _host(y, dtype), out=old, where=mask)
+
+
+def _fused_block(x: Any, g: Any, *, backend: str, dtype: np.dtype) -> tuple[Any, Any]:
+    # One task computes both results of its chunk in one pass; the two
+    # output arrays take them out of the pair (``operator.getitem``, no copy).
+    result: tuple[Any, Any] = _backend(backend).cube_root_and_grad(_host(x, dtype), _host(g, dtype))
+    return result
+
+
+class DaskBlocks:
+    """The three kernels of backend ``inner`` applied to each chunk of dask arrays.
+
+    Parameters
+    ----------
+    inner : str
+        The registry name of the backend that computes each chunk.
+
+    Notes
+    -----
+    ``out=`` must be a dask array of the result's shape: as in dask, it is
+    rebound to the result's graph (nothing is written until computed).
+    ``where=`` may be a bool numpy or dask array; elements where it is false
+    keep ``out``'s values (or are uninitialised without ``out``), as in numpy.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> blocks = DaskBlocks("cpu")
+    >>> y = blocks.cube_root(da.from_array(np.array([-8.0, 27.0, 64.0]), chunks=2))
+    >>> y.compute()
+    array([-2.,  3.,  4.])
+    """
+
+    def __init__(self, inner: str) -> None:
+        self.inner = inner
+        self.name = f"dask[{inner}]"
+
+    def __repr__(self) -> str:
+        return f"DaskBlocks({self.inner!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DaskBlocks) and other.inner == self.inner
+
+    def __hash__(self) -> int:
+        return hash(("DaskBlocks", self.inner))
+
+    def availability(self) -> Availability:
+        import importlib.util
+
+        if importlib.util.find_spec("dask") is None:
+            return Availability(False, "dask is not installed (pip install 'cbrtgrad[dask]')")
+        return Availability(True, f"dask.array chunks computed by the {self.inner!r} backend")
+
+    def accepts(self, x: Any) -> bool:
+        return is_dask_array(x)
+
+    # -- plumbing -------------------------------------------------------------
+
+    @staticmethod
+    def _lazy(value: Any, name: str) -> Any:
+        """Dask arrays as they are, scalars as scalars, other array_likes as numpy arrays.
+
+        Python scalars stay Python scalars (weak in numpy's promotion); 0-d
+        arrays become numpy scalars, passed whole to every task.
+        """
+        if is_dask_array(value) or isinstance(value, (int, float, bool)):
+            return value
+        if is_device_array(value) or not isinstance(value, (np.ndarray, np.generic, list, tuple)):
+            raise TypeError(
+                f"cbrtgrad: {name} must be a dask array, a numpy array or a scalar to combine "
+                f"with a dask array, got {type(value).__name__}"
+            )
+        array = np.asarray(value)
+        return array[()] if array.ndim == 0 else array
+
+    @staticmethod
+    def _broadcast(*values: Any, lead: int = 0) -> list[Any]:
+        """Give the array operands one shape and one chunking; scalars stay scalars.
+
+        The chunks are those of ``values[lead]`` (the array the kernel is
+        called on) when it is a dask array of the full shape, else of the
+        first dask array that is. Numpy operands become dask arrays in those
+        chunks.
+
+        NOTE: blockwise operations broadcast an operand that has one block
+        along an axis to every block, whatever its length, so every operand
+        is given the chunks explicitly. A broadcast numpy view (stride 0, as
+        the engine's gradients of sums are) is first cut down to its real
+        data: a graph holding the view would pickle it at full size.
+        """
+        import dask.array as da
+
+        arrays = [v for v in values if np.ndim(v) > 0]
+        try:
+            shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+        except ValueError:
+            raise ValueError(
+                "cbrtgrad: operands could not be broadcast together with shapes "
+                + ", ".join(str(np.shape(a)) for a in arrays)
+            ) from None
+        candidates = [values[lead], *values]
+        full = [v for v in candidates if is_dask_array(v) and v.shape == shape]
+        if full:
+            chunks = full[0].chunks
+        else:
+            first = next(v for v in values if is_dask_array(v))
+            chunks = da.broadcast_to(first, shape).chunks
+
+        def fit(v: Any) -> Any:
+            if np.ndim(v) == 0:
+                return v
+            if not is_dask_array(v):
+                v = np.ascontiguousarray(
+                    v[tuple(slice(0, 1) if st == 0 else slice(None) for st in v.strides)]
+                )
+            offset = len(shape) - v.ndim
+            own = tuple(
+                (1,) if n == 1 and shape[offset + i] != 1 else chunks[offset + i]
+                for i, n in enumerate(v.shape)
+            )
+            if is_dask_array(v):
+                v = v if v.chunks == own else v.rechunk(own)
+            else:
+                v = da.from_array(v, chunks=own)
+            return v if v.shape == shape else da.broadcast_to(v, shape, chunks=chunks)
+
+        return [fit(v) for v in values]
+
+    def _extras(self, where: Any, out: Any) -> tuple[list[Any], Any]:
+        """The arrays ``where``/``out`` add to a task, and the dask ``out`` (or None)."""
+        extra: list[Any] = []
+        if where is not True:
+            mask = self._lazy(where, "where")
+            kind = _dtypes.dtype_of(mask)
+            if kind.kind != "b":
+                raise TypeError(f"cbrtgrad: where must be a bool array or True, got dtype {kind}")
+            extra.append(mask)
+        if out is not None:
+            if isinstance(out, tuple) and len(out) == 1:
+                out = out[0]
+            if not is_dask_array(out):
+                raise TypeError(
+                    "cbrtgrad: out must be a dask array when the input is a dask array "
+                    f"(dask writes nothing until computed), got {type(out).__name__}"
+                )
+            extra.append(out)
+        return extra, out
+
+    def _map(
+        self,
+        func: Any,
+        values: list[Any],
+        compute: np.dtype,
+        out: Any,
+        masked: bool,
+        token: str,
+        lead: int = 0,
+    ) -> Any:
+        import functools
+
+        import dask.array as da
+
+        if out is not None:
+            shape = np.broadcast_shapes(*(np.shape(v) for v in values[:-1]))
+            if out.shape != shape:
+                raise ValueError(
+                    f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {shape}"
+                )
+        values = self._broadcast(*values, lead=lead)
+        ndim = next(v.ndim for v in values if is_dask_array(v))
+        # ``dtype`` is also map_blocks' own keyword: the compute dtype reaches
+        # the block function bound in a partial (which pickles by reference).
+        block = functools.partial(func, dtype=compute, where=masked, out=out is not None)
+        result = da.map_blocks(
+            block,
+            *values,
+            dtype=compute,
+            meta=np.empty((0,) * ndim, compute),
+            token=token,
+            backend=self.inner,
+        )
+        if out is None:
+            return result
+        from dask.array.core import handle_out
+
+        return handle_out(out, result)
+
+    # -- the protocol ---------------------------------------------------------
+
+    def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
+        compute = _dtypes.requested_dtype(dtype) or _dtypes.compute_dtype(x.dtype, "x")
+        extra, out = self._extras(where, out)
+        return self._map(_cube_root_block, [x, *extra], compute, out, where is not True, "cbrt")
+
+    def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
+        compute = _dtypes.result_dtype(g, y, argument="g, y")
+        extra, out = self._extras(where, out)
+        values = [self._lazy(g, "g"), self._lazy(y, "y"), *extra]
+        return self._map(
+            _cube_root_grad_block, values, compute, out, where is not True, "cbrt_grad", lead=1
+        )
+
+    def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
+        import functools
+
+        import dask.array as da
+
+        if out is not None:
+            raise TypeError(
+                "cbrtgrad: cbrt_and_grad on dask arrays does not take out= (dask writes "
+                "nothing until computed)"
+            )
+        compute = _dtypes.result_dtype(x, g, argument="x, g")
+        xs, gs = self._broadcast(self._lazy(x, "x"), self._lazy(g, "g"))
+        if not is_dask_array(xs):
+            # A scalar x against a dask g: the chunks come from g.
+            xs = da.full_like(gs, xs, dtype=compute)
+        meta = np.empty((0,) * xs.ndim, compute)
+        # NOTE: the blocks of ``pair`` are (y, dx) tuples, not arrays: it is
+        # never returned, only taken apart. Slicing a stacked (2, ...) block
+        # instead would copy each half (dask copies a slice of at most half
+        # its chunk), two more passes over memory.
+        pair = da.map_blocks(
+            functools.partial(_fused_block, dtype=compute),
+            xs,
+            gs,
+            dtype=compute,
+            meta=meta,
+            token="cbrt_and_grad",
+            backend=self.inner,
+        )
+        y = pair.map_blocks(operator.getitem, 0, dtype=compute, meta=meta, token="cbrt_and_grad_y")
+        dx = pair.map_blocks(
+            operator.getitem, 1, dtype=compute, meta=meta, token="cbrt_and_grad_dx"
+        )
+        # Two lazy arrays over the one task per chunk that computes both.
+        return y, dx
