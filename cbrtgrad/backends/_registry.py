@@ -354,7 +354,7 @@ def resolve(backend: Any, x: Any, *others: Any) -> Backend:
     DaskBlocks('parallel')
     """
     for value in (x, *others):
-        if is_dask_array(value):
+        if type(value) is not np.ndarray and is_dask_array(value):
             return _dask_blocks(backend, value)
     if backend is None or _is_auto(backend):
         selected = _selected.get() if backend is None else AUTO

@@ -200,7 +200,7 @@ def _accumulate(leaf: Tensor, g: Any, *, fresh: bool) -> None:
         return
     if g.shape != leaf.shape:
         g = np.broadcast_to(g, leaf.shape)
-    if is_lazy(g):
+    if type(g) is not np.ndarray and is_lazy(g):
         # A dask graph cannot alias anything: no copy, only the cast.
         if g.dtype != leaf.dtype:
             g = g.astype(leaf.dtype)

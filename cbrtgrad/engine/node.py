@@ -99,7 +99,7 @@ def reduce_to(g: Any, shape: tuple[int, ...]) -> Any:
     axes = tuple(range(lead)) + tuple(
         i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1
     )
-    if is_lazy(g):
+    if type(g) is not np.ndarray and is_lazy(g):
         return g.sum(axis=axes, keepdims=True).reshape(shape)
     return np.add.reduce(g, axis=axes, keepdims=True).reshape(shape)
 
@@ -116,7 +116,7 @@ def expand(g: Any, shape: tuple[int, ...], chunks: Any = None) -> Any:
         from .ops import broadcast_to
 
         return broadcast_to(g, shape)
-    if chunks is not None or is_lazy(g):
+    if chunks is not None or (type(g) is not np.ndarray and is_lazy(g)):
         import dask.array as da
 
         return da.broadcast_to(g, shape, chunks=chunks)

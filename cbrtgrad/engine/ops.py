@@ -83,7 +83,7 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
         else:
             arrays.append(t)
     data = cls.dispatch(backend, *arrays, **params)  # type: ignore[attr-defined]
-    if type(data) is not np.ndarray and not is_lazy(data):
+    if type(data) is not np.ndarray and not is_lazy(data):  # ndarray first: the hot path
         data = np.asarray(data)  # reductions return numpy scalars
     if not record or not _grad_enabled():
         return Tensor._make(data, None)
@@ -205,7 +205,7 @@ def cbrt(
         api._check_where(where)
     if out is None:
         y = chosen.cube_root(x._data, where=where)
-        return Tensor._make(y if is_lazy(y) else np.asarray(y), None)
+        return Tensor._make(y if type(y) is np.ndarray or is_lazy(y) else np.asarray(y), None)
     if type(out) is not Tensor:
         raise TypeError(f"cbrtgrad: out must be a Tensor, got {type(out).__name__}")
     chosen.cube_root(x._data, out=out._data, where=where)
@@ -408,7 +408,7 @@ class SumBackward(Node):
 
     @staticmethod
     def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: Any) -> Any:
-        if is_lazy(a):
+        if type(a) is not np.ndarray and is_lazy(a):
             return a.sum(axis=axis, keepdims=keepdims)  # dask has no ufunc.reduce
         return np.add.reduce(a, axis=axis, keepdims=keepdims)
 
@@ -418,7 +418,8 @@ class SumBackward(Node):
         shape = inputs[0].shape
         axis = params["axis"]
         self.in_shape = shape
-        self.chunks = inputs[0]._data.chunks if is_lazy(inputs[0]._data) else None
+        data = inputs[0]._data
+        self.chunks = data.chunks if type(data) is not np.ndarray and is_lazy(data) else None
         if axis is None:
             self.kept_shape = (1,) * len(shape)
         else:

@@ -52,8 +52,9 @@ class _LazyVersion:
 
 def version_check(t: Tensor) -> tuple[Any, int]:
     """``(counter, value now)`` for a node to check a saved tensor against later."""
-    if is_lazy(t._data):
-        return _LazyVersion(t._version, t._data), t._version.value
+    data = t._data
+    if type(data) is not np.ndarray and is_lazy(data):
+        return _LazyVersion(t._version, data), t._version.value
     return t._version, t._version.value
 
 
