@@ -64,6 +64,22 @@ def cpu_options() -> dict[str, Any]:
     return options
 
 
+def default_vector_width() -> int:
+    """The SIMD width in bits the kernels may use (``CBRTGRAD_VECTOR_WIDTH``, default 512).
+
+    Returns
+    -------
+    int
+        256 or 512.
+
+    Examples
+    --------
+    >>> default_vector_width() in (256, 512)
+    True
+    """
+    return _config.settings().vector_width
+
+
 def _mark_functions(ir_module: Any, attribute: str) -> None:
     for function in ir_module.functions:
         if not function.is_declaration:

@@ -66,8 +66,7 @@ def _row(
 
 def forward_rows(dtype: np.dtype, n: int, repeat: int, backend: str = "cpu") -> list[BenchRow]:
     """Forward cube root against ``np.cbrt``, ``scipy.special.cbrt`` and a copy."""
-    x = cases.random_inputs(dtype, n, seed=1)
-    x = x / np.abs(x).max() * 1e6  # keep the typical magnitudes of real data
+    x = cases.bench_inputs(dtype, n, seed=1)
     out = np.empty_like(x)
     ours = best_time(lambda: api.cbrt(x, out=out, backend=backend), repeat)
     rows = [
@@ -92,7 +91,7 @@ def grad_rows(dtype: np.dtype, n: int, repeat: int, backend: str = "cpu") -> lis
     written: a copy of 1.5 n elements), so its ratio is the share of copy
     bandwidth.
     """
-    y = np.cbrt(cases.random_inputs(dtype, n, seed=2)).astype(dtype)
+    y = np.cbrt(cases.bench_inputs(dtype, n, seed=2)).astype(dtype)
     g = np.ones_like(y)
     out = np.empty_like(y)
     with np.errstate(all="ignore"):
@@ -109,8 +108,7 @@ def grad_rows(dtype: np.dtype, n: int, repeat: int, backend: str = "cpu") -> lis
 
 def fused_rows(dtype: np.dtype, n: int, repeat: int, backend: str = "cpu") -> list[BenchRow]:
     """The fused kernel against ``cbrt`` then ``cbrt_grad`` (two calls)."""
-    x = cases.random_inputs(dtype, n, seed=3)
-    x = x / np.abs(x).max() * 1e6
+    x = cases.bench_inputs(dtype, n, seed=3)
     g = np.ones_like(x)
     y = np.empty_like(x)
     dx = np.empty_like(x)
@@ -316,8 +314,7 @@ def curve(
     for n in sizes:
         reps = repeat if n <= 1_000_000 else max(1, min(repeat, 5))
         for dtype in dtypes:
-            x = cases.random_inputs(dtype, n, seed=1)
-            x = x / np.abs(x).max() * 1e6  # the magnitudes of forward_rows
+            x = cases.bench_inputs(dtype, n, seed=1)
             out = np.empty_like(x)
             timed: list[tuple[str, Callable[[], Any]]] = [
                 (f"cbrtgrad[{name}]", functools.partial(api.cbrt, x, out=out, backend=name))

@@ -64,6 +64,9 @@ _ONE64 = np.int64(0x3FF0000000000000)
 # |x| < 2^-800 is rescaled by 2^300 so that the residual terms (about
 # 2^-106 |x|) stay normal; large |x| needs no rescaling (see the Newton step).
 _TINY64 = np.int64(0x0DF0000000000000)
+_MIN_NORMAL64 = np.int64(0x0010000000000000)
+# 2^-1074 (the subnormal unit) times _UP_SCALE
+_SUBNORMAL_SCALE = 2.0**-774
 _UP_SCALE = 2.0**300
 _UP_UNSCALE = 2.0**-100
 _ABS64 = np.int64(0x7FFFFFFFFFFFFFFF)
@@ -78,6 +81,8 @@ _INV_CBRT_MAGIC64 = np.int64(0x553EF0FF289DD796)
 _SIGN32 = np.int32(-0x80000000)
 _INF32 = np.int32(0x7F800000)
 _ONE32 = np.int32(0x3F800000)
+_MIN_NORMAL32 = np.int32(0x00800000)
+_TWO_M149 = 2.0**-149
 # Half a float32 ulp, in units of the float64 bit pattern (52 - 23 - 1 bits).
 _HALF_ULP32_AS_I64 = np.int64(1 << 28)
 
@@ -140,10 +145,17 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # no floating-point flag.
         # iax == 0 or iax >= inf, as one unsigned compare.
         special = np.uint64(iax - np.int64(1)) >= np.uint64(_INF64 - np.int64(1))
+        iax = _ONE64 if special else iax
         tiny = iax < _TINY64
-        scale = _UP_SCALE if tiny else 1.0
+        # NOTE: no arithmetic may see a subnormal operand: x86 takes a
+        # microcode assist of about 100 cycles for each. A subnormal's bit
+        # pattern, converted as an integer, is its significand: times 2^-774
+        # that is exactly |x| 2^300, as the other tiny inputs are scaled.
+        subnormal = iax < _MIN_NORMAL64
+        operand = np.float64(iax) if subnormal else i64_as_f64(iax)
+        scale = _SUBNORMAL_SCALE if subnormal else (_UP_SCALE if tiny else 1.0)
         unscale = _UP_UNSCALE if tiny else 1.0
-        ax = i64_as_f64(_ONE64 if special else iax) * scale
+        ax = operand * scale
         r = inverse_cbrt_f64(ax)
         r2 = r * r
         y = ax * r2
@@ -153,7 +165,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         b = fma(y, y, -a)
         residual = fma(-y, b, fma(-y, a, ax))
         y = fma(residual, r2 * _THIRD, y) * unscale
-        iy = iax if special else f64_as_i64(y)
+        iy = (ix ^ sign) if special else f64_as_i64(y)
         return i64_as_f64(iy | sign)
 
     @jit
@@ -163,8 +175,16 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         iax = np.int32(ix ^ sign)
         special = (iax == 0) | (iax >= _INF32)
         # Every float32, subnormals included, is a normal float64, and x r^3 and
-        # the residual stay normal: no rescaling needed.
-        ax = np.float64(i32_as_f32(_ONE32 if special else iax))
+        # the residual stay normal: no rescaling needed. NOTE: a subnormal is
+        # not converted as a float (a microcode assist on x86) but from its
+        # bit pattern, its significand: times 2^-149 exactly.
+        normal = _ONE32 if special else iax
+        subnormal = normal < _MIN_NORMAL32
+        ax = (
+            np.float64(normal) * _TWO_M149
+            if subnormal
+            else np.float64(i32_as_f32(_ONE32 if subnormal else normal))
+        )
         r = inverse_cbrt_f64(ax)
         y0 = ax * (r * r)
         y32 = np.float32(y0)
