@@ -134,6 +134,9 @@ def result_dtype(*values: Any, argument: str = "g, y") -> np.dtype:
     dtype('float64')
     """
     dtypes = [dtype_of(v) for v in values]
+    first = dtypes[0]
+    if first in _NATIVE and all(dt == first for dt in dtypes):
+        return first  # the hot path: one native float dtype throughout
     for name, dt in zip(argument.split(", "), dtypes, strict=False):
         compute_dtype(dt, name)
     # Python scalars stay "weak" (NEP 50), as in a numpy ufunc call: a float

@@ -317,3 +317,49 @@ def constant_operand(g: Any, y: Any, out: Any, where: Any) -> Any:
     if not (y.flags.c_contiguous and y.flags.writeable):
         return None
     return g[(0,) * g.ndim]
+
+
+def direct_operands(
+    inputs: tuple[Any, ...], dtype: np.dtype, out: Any, where: Any
+) -> tuple[list[np.ndarray], np.ndarray] | None:
+    """The flat views a 1-D kernel can take as they are, or None.
+
+    The common case, checked in a few microseconds instead of the general
+    path of :func:`apply_elementwise`: inputs that are writable C-contiguous
+    ndarrays of ``dtype`` and one shape (at least 1-D), no ``where=``, and an
+    ``out`` that is absent or such an array too, either the same view as an
+    input (in place) or sharing no memory with any. Returns the flat inputs
+    and the (possibly new) result array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> flats, result = direct_operands((np.ones((2, 3)),), np.dtype(np.float64), None, True)
+    >>> flats[0].shape, result.shape
+    ((6,), (2, 3))
+    >>> direct_operands((np.ones(3)[::2],), np.dtype(np.float64), None, True) is None
+    True
+    """
+    if where is not True:
+        return None
+    shape = None
+    for a in inputs:
+        if type(a) is not np.ndarray or a.dtype != dtype or a.ndim == 0:
+            return None
+        if not (a.flags.c_contiguous and a.flags.writeable):
+            return None
+        if shape is None:
+            shape = a.shape
+        elif a.shape != shape:
+            return None
+    assert shape is not None
+    if out is None:
+        return [a.reshape(-1) for a in inputs], np.empty(shape, dtype)
+    if type(out) is not np.ndarray or out.dtype != dtype or out.shape != shape:
+        return None
+    if not (out.flags.c_contiguous and out.flags.writeable):
+        return None
+    for a in inputs:
+        if np.may_share_memory(a, out) and not same_view(a, out):
+            return None
+    return [a.reshape(-1) for a in inputs], out

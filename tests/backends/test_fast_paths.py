@@ -1,4 +1,4 @@
-"""The gradient of a sum: a stride-0 broadcast ``g`` takes the scalar path, same bits."""
+"""Fast paths of the backends: a broadcast g as a scalar, plain layouts direct; same bits."""
 
 import numpy as np
 import pytest
@@ -58,3 +58,33 @@ def test_engine_sum_gradient_equals_the_kernel_on_ones(backend):
     y = cg.cbrt(data, backend="cpu")
     expected = cg.cbrt_grad(np.full(data.shape, 3.0, np.float32), y, backend="cpu")
     assert np.array_equal(x.grad.view(np.int32), expected.view(np.int32))
+
+
+def test_direct_operands_only_for_plain_layouts():
+    f64 = np.dtype(np.float64)
+    x = np.ones((3, 4))
+    take = _layout.direct_operands
+    flats, result = take((x,), f64, None, True)
+    assert flats[0].shape == (12,) and result.shape == (3, 4)
+    assert take((x,), f64, x, True)[1] is x  # in place
+    assert take((x,), np.dtype(np.float32), None, True) is None  # another dtype
+    assert take((x[:, ::2],), f64, None, True) is None  # strided
+    assert take((x, np.ones(4)), f64, None, True) is None  # broadcasting
+    assert take((x,), f64, None, np.ones(x.shape, bool)) is None  # where=
+    assert take((np.float64(2.0),), f64, None, True) is None  # 0-d
+    flat = np.ones(10)
+    assert take((flat[1:],), f64, flat[:-1], True) is None  # partial overlap
+    assert take((x,), f64, np.empty((4, 3)), True) is None  # out of another shape
+
+
+@pytest.mark.parametrize("dtype", cases.DTYPES)
+def test_parallel_in_place_and_overlapping_out_match_cpu(dtype):
+    data = cases.random_inputs(np.dtype(dtype), 5000)
+    expected = _registry.get_backend("cpu").cube_root(data)
+    b = _registry.get_backend("parallel")
+    inplace = data.copy()
+    assert b.cube_root(inplace, out=inplace) is inplace
+    assert np.array_equal(inplace, expected)
+    shifted = data.copy()
+    b.cube_root(shifted[1:], out=shifted[:-1])  # as if from a copy of the input
+    assert np.array_equal(shifted[:-1], expected[1:])
