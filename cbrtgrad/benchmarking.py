@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import numpy as np
 import scipy.special
 
-from . import _progress, api
+from . import _progress, _text, api
 from .backends import _registry
 from .verification import cases
 
@@ -173,13 +173,13 @@ HEADER = (
 
 def format_rows(rows: list[BenchRow]) -> str:
     """The table as text; ``speedup`` > 1 means cbrtgrad is faster than the anchor."""
-    lines = [HEADER, "-" * len(HEADER)]
+    lines: list[str] = []
     for r in rows:
         lines.append(
             f"{r.kernel:<14}{r.backend:<10}{r.dtype:<9}{r.n:>10}{r.ns_per_element:>10.3f}  "
             f"{r.anchor:<20}{r.anchor_ns_per_element:>10.3f}{r.speedup:>9.2f}"
         )
-    return "\n".join(lines)
+    return _text.text_table(HEADER, lines)
 
 
 def rows_as_dicts(rows: list[BenchRow]) -> list[dict[str, Any]]:
@@ -347,14 +347,14 @@ def format_curve(points: list[CurvePoint]) -> str:
     series = list(dict.fromkeys(p.series for p in points))
     width = max([12] + [len(s) + 2 for s in series])
     header = f"{'dtype':<9}{'n':>10}" + "".join(f"{s:>{width}}" for s in series)
-    lines = [header, "-" * len(header)]
+    lines: list[str] = []
     table: dict[tuple[str, int], dict[str, float]] = {}
     for p in points:
         table.setdefault((p.dtype, p.n), {})[p.series] = p.ns_per_element
     for (dtype, n), row in table.items():
         cells = "".join(f"{row[s]:>{width}.3f}" if s in row else f"{'':>{width}}" for s in series)
         lines.append(f"{dtype:<9}{n:>10}{cells}")
-    return "\n".join(lines)
+    return _text.text_table(header, lines)
 
 
 def curve_as_dicts(points: list[CurvePoint]) -> list[dict[str, Any]]:
@@ -533,9 +533,9 @@ def format_dask_rows(rows: list[DaskBenchRow]) -> str:
     cbrt                              one process          2.00     1.000    2.00
     """
     header = f"{'case':<34}{'where':<19}{'GB':>6}{'seconds':>10}{'GB/s':>8}"
-    lines = [header, "-" * len(header)]
+    lines: list[str] = []
     for r in rows:
         lines.append(
             f"{r.case:<34}{r.where:<19}{r.gigabytes:>6.2f}{r.seconds:>10.3f}{r.gb_per_s:>8.2f}"
         )
-    return "\n".join(lines)
+    return _text.text_table(header, lines)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _text
 from ..backends import _registry
 from .tensor import Tensor
 
@@ -104,10 +105,10 @@ def format_engine_rows(rows: list[dict[str, Any]]) -> str:
     ['c', '2000.0', 'us', 'a', '1000.0', 'us', '2.00']
     """
     head = f"{'case':<62} {'cbrtgrad':>10}  {'anchor':<28} {'time':>10}  {'ratio':>6}"
-    lines = [head, "-" * len(head)]
+    lines: list[str] = []
     for r in rows:
         lines.append(
             f"{r['case']:<62} {r['cbrtgrad_s'] * 1e6:>7.1f} us  {r['anchor']:<28} "
             f"{r['anchor_s'] * 1e6:>7.1f} us  {r['ratio']:>6.2f}"
         )
-    return "\n".join(lines)
+    return _text.text_table(head, lines)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import scipy.special
 
-from .. import api
+from .. import _text, api
 from ..backends import _registry
 from . import cases, ulp
 
@@ -188,7 +188,7 @@ HEADER = (
 
 def format_rows(rows: list[Row]) -> str:
     """The table as text (one line per backend and dtype)."""
-    lines = [HEADER, "-" * len(HEADER)]
+    lines: list[str] = []
     for r in rows:
         verdict = ("pass" if r.passed else "FAIL") if r.barred else "(no bar)"
         lines.append(
@@ -197,7 +197,7 @@ def format_rows(rows: list[Row]) -> str:
             f"{r.special_mismatches:>10}{r.grad_max_ulp:>10.4f}{r.grad_given_y_max_ulp:>9.4f}"
             f"  {verdict}"
         )
-    return "\n".join(lines)
+    return _text.text_table(HEADER, lines)
 
 
 def rows_as_dicts(rows: list[Row]) -> list[dict[str, Any]]:
