@@ -360,7 +360,9 @@ def resolve(backend: Any, x: Any, *others: Any) -> Backend:
         selected = _selected.get() if backend is None else AUTO
         if selected is None:
             selected = _config.settings().backend  # parsed: stripped, lower case
-        if selected == AUTO or _is_auto(selected):
+        # Both sources hold normalised names (use_backend stores AUTO or a
+        # backend's own name), so a plain comparison is enough.
+        if selected == AUTO:
             return auto_choice(x)
         backend = selected
     found = get_backend(backend)
