@@ -68,3 +68,64 @@ def test_checker_rejects_a_neighbour():
 def test_sweep_rejects_bad_range():
     with pytest.raises(ValueError, match="start and stop"):
         sweep(5, 2, progress=False)
+
+
+def _exact_float32_gradient(g, y):
+    """The correctly rounded float32 of g / (3 y^2), by exact rational arithmetic."""
+    from fractions import Fraction
+
+    exact = Fraction(float(g)) / (3 * Fraction(float(y)) ** 2)
+    nearest = np.float32(float(exact))  # float() rounds once, then float32 again
+    candidates = [np.nextafter(nearest, np.float32(-np.inf)), nearest]
+    candidates.append(np.nextafter(nearest, np.float32(np.inf)))
+    finite = [c for c in candidates if np.isfinite(c)]
+    # Nearest, ties to the even significand (only subnormal results have ties).
+    return min(finite, key=lambda c: (abs(Fraction(float(c)) - exact), int(c.view(np.int32)) & 1))
+
+
+# (g, y) pairs for which float64(g) / (3 y^2) rounded to float32 is a double
+# rounding that goes the wrong way (0.5000000002 ulp); found by a search over
+# 8.6e9 pairs of the old kernel.
+_DOUBLE_ROUNDING_PAIRS = [
+    (1.2758434, 1.7264736),
+    (1.6921718, 1.0167228),
+    (1.5585229, 1.4935715),
+    (1.8829352, 1.8244822),
+    (1.8676523, 1.9736788),
+    (1.9400251, 1.6890272),
+]
+
+
+def test_float32_gradient_correctly_rounded_where_double_rounding_fails():
+    g = np.array([p[0] for p in _DOUBLE_ROUNDING_PAIRS], np.float32)
+    y = np.array([p[1] for p in _DOUBLE_ROUNDING_PAIRS], np.float32)
+    naive = (g.astype(np.float64) / (3.0 * y.astype(np.float64) ** 2)).astype(np.float32)
+    want = np.array([_exact_float32_gradient(a, b) for a, b in zip(g, y)], np.float32)
+    assert (naive != want).all()  # the pairs still exercise the double rounding
+    for backend in ("cpu", "parallel"):
+        np.testing.assert_array_equal(cg.cbrt_grad(g, y, backend=backend), want)
+        np.testing.assert_array_equal(cg.cbrt_grad(-g, y, backend=backend), -want)
+
+
+def test_float32_gradient_correctly_rounded_on_random_pairs():
+    rng = np.random.default_rng(15)
+    n = 2000
+    y = (rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-60, 60, n)).astype(np.float32)
+    # Quotients across the normal range and down into the subnormal one.
+    q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-152, 100, n)
+    g = (q * 3.0 * y.astype(np.float64) ** 2 * rng.choice([-1.0, 1.0], n)).astype(np.float32)
+    keep = np.isfinite(g) & (g != 0)
+    g, y = g[keep], y[keep]
+    with np.errstate(over="ignore", under="ignore"):
+        got = cg.cbrt_grad(g, y, backend="cpu")
+    want = np.array([_exact_float32_gradient(a, b) for a, b in zip(g, y)], np.float32)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_float32_gradient_subnormal_ties_go_to_even():
+    # g / (3 y^2) = (2k + 1) 2^-150 exactly: halfway between two subnormals.
+    y = np.float32(2.0**40)
+    g = np.array([3 * (2 * k + 1) * 2.0**-70 for k in range(6)], np.float32)
+    want = np.array([_exact_float32_gradient(a, y) for a in g], np.float32)
+    np.testing.assert_array_equal(cg.cbrt_grad(g, y), want)
+    assert (want.view(np.int32) & 1 == 0).all()

@@ -27,26 +27,36 @@ float64, with error at most 0.5 + 2^-10 ulp:
    rounded value of ``cbrt(x)`` plus at most 2^-30 ulp before its one final
    rounding.
 
-float32, correctly rounded for every input:
+float32, correctly rounded for every input (checked exhaustively, all 2^32):
 
-1. The same steps in float64 arithmetic up to ``y0`` (relative error 2^-31,
-   far below a float32 half-ulp, 2^-25), then ``y32 = float32(y0)``.
-2. ``y32`` is either the correct result or one ulp away from it, towards
-   ``y0``. Which one is decided exactly: the midpoint ``m`` between ``y32`` and
-   that neighbour (``y32``'s float64 bit pattern plus or minus 2^28) has 25
-   significant bits, so ``m*m`` is exact in float64 and
-   ``m^3 = hi + lo`` exactly with one ``fma``; the sign of ``x - m^3`` (exact by
-   Sterbenz' lemma, since ``m^3`` is within a factor 2 of ``x``) says on which
-   side of ``m`` the true cube root lies. No float32 cube root is a midpoint
-   (``m^3`` needs 73 or more bits), so there are no ties.
+1. ``r ~ |x|^(-1/3)`` in float32 arithmetic: the float32 bit trick and one
+   Newton step, so that ``e = x r^3 - 1`` is at most 0.0070 in magnitude.
+   float32 lanes are half the width of float64 ones, and a few ulp of float32
+   rounding here do not matter: step 2 measures ``e`` in float64.
+2. In float64, ``y0 = x r^2`` and ``y1 = y0 (1 + e)^(-2/3)`` by the series
+   ``1 - 2/3 e + 5/9 e^2 - 40/81 e^3`` (three fmas), whose remainder
+   ``0.453 e^4`` is below 2^-29.8: far below a float32 half-ulp, 2^-25.
+3. ``t`` is ``y1`` cut to float32 precision (a mask on its float64 bits), and
+   the correct result is ``t`` or its successor ``t + ulp``: the true root is
+   within 2^-29 of ``y1``, so whenever it lies outside ``[t, t + ulp]`` it is
+   still nearer to the one of the two on its side. Which one is decided
+   exactly by the midpoint ``m = t + ulp/2`` (``t``'s bits or 2^28): ``m`` has
+   25 significant bits, so ``m*m`` is exact in float64 and ``fma(-m*m, m, x)``
+   is ``x - m^3`` rounded once, whose sign is exact. No float32 cube root is a
+   midpoint (``m^3`` needs 73 or more bits), so there are no ties. NOTE: the
+   sign comes from one fma, not ``(x - hi) - lo``: a compiler that contracts
+   ``x - hi`` (NVVM does by default) would break the two-step form.
 
-The gradient ``g / (3 y^2)`` is computed from the saved output ``y`` to about
-0.5 ulp for that ``y``: float32 in float64 arithmetic (``3 y^2`` is exact there),
-rounded once; float64 with ``3 y^2`` as a double-double and one correction of
-the quotient. Against the exact derivative at ``x`` it carries the rounding of
-``y`` too: ``y`` is off by up to half an ulp, which ``1/y^2`` doubles and the
-change of binade can stretch to 1.73 ulp of the result, so the bound is
-1.73 + 0.5 = 2.23 ulp whatever the kernel does (measured: 2.16 in float32).
+The gradient ``g / (3 y^2)`` is computed from the saved output ``y``. float32:
+correctly rounded for that ``y`` whenever the result is a normal float32 (the
+float64 quotient, where ``3 y^2`` is exact, locates it, and the same exact
+midpoint test as the forward decides; below 2^-126 the float64 quotient is
+rounded once more, see the kernel). float64: about 0.5 ulp, with ``3 y^2`` as a
+double-double and one correction of the quotient. Against the exact derivative
+at ``x`` it carries the rounding of ``y`` too: ``y`` is off by up to half an
+ulp, which ``1/y^2`` doubles and the change of binade can stretch to 1.73 ulp of
+the result, so the bound is 1.73 + 0.5 = 2.23 ulp whatever the kernel does
+(measured: 2.21 in float32).
 """
 
 from __future__ import annotations
@@ -82,9 +92,28 @@ _SIGN32 = np.int32(-0x80000000)
 _INF32 = np.int32(0x7F800000)
 _ONE32 = np.int32(0x3F800000)
 _MIN_NORMAL32 = np.int32(0x00800000)
-_TWO_M149 = 2.0**-149
-# Half a float32 ulp, in units of the float64 bit pattern (52 - 23 - 1 bits).
+# Magic constant of the float32 inverse cube root bit trick, chosen (over all
+# significands of three binades) for the smallest |x r^3 - 1| after the one
+# Newton step that follows it: 0.0070.
+_INV_CBRT_MAGIC32 = np.int32(0x54A21E2E)
+_THIRD32 = np.float32(1.0 / 3.0)
+_FOUR_THIRDS32 = np.float32(4.0 / 3.0)
+# A float32 subnormal's significand (its bit pattern, < 2^23) times 2^-101 is
+# 2^48 times its value, a normal float32; its cube root is 2^16 times larger.
+_SUBNORMAL_UP32 = np.float32(2.0**-101)
+_SUBNORMAL_DOWN = 2.0**-48
+_SUBNORMAL_ROOT_UP = 2.0**16
+# One float32 ulp and half of one, in units of the float64 bit pattern
+# (52 - 23 bits below it), and the mask that cuts a float64 to float32 precision.
+_ULP32_AS_I64 = np.int64(1 << 29)
 _HALF_ULP32_AS_I64 = np.int64(1 << 28)
+_FLOAT32_PRECISION_MASK = np.int64(~((1 << 29) - 1))
+# The gradient's float32 results below 2^-126 (as float64 bits) are subnormal.
+_MIN_NORMAL32_AS_F64 = np.int64(0x3810000000000000)
+# (1 + e)^(-2/3) = 1 - 2/3 e + 5/9 e^2 - 40/81 e^3 + O(e^4)
+_C1 = -2.0 / 3.0
+_C2 = 5.0 / 9.0
+_C3 = -40.0 / 81.0
 
 _THIRD = 1.0 / 3.0
 _FOUR_THIRDS = 4.0 / 3.0
@@ -174,33 +203,28 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         sign = np.int32(ix & _SIGN32)
         iax = np.int32(ix ^ sign)
         special = (iax == 0) | (iax >= _INF32)
-        # Every float32, subnormals included, is a normal float64, and x r^3 and
-        # the residual stay normal: no rescaling needed. NOTE: a subnormal is
-        # not converted as a float (a microcode assist on x86) but from its
-        # bit pattern, its significand: times 2^-149 exactly.
         normal = _ONE32 if special else iax
+        # NOTE: no arithmetic may see a subnormal operand (a microcode assist
+        # of about 100 cycles on x86): a subnormal's significand, its bit
+        # pattern, is converted as an integer and scaled into the normal range.
         subnormal = normal < _MIN_NORMAL32
-        ax = (
-            np.float64(normal) * _TWO_M149
-            if subnormal
-            else np.float64(i32_as_f32(_ONE32 if subnormal else normal))
-        )
-        r = inverse_cbrt_f64(ax)
-        y0 = ax * (r * r)
-        y32 = np.float32(y0)
-        iy = np.int32(f32_as_i32(y32))
-        y32d = np.float64(y32)
-        up = y0 > y32d
-        # The midpoint between y32 and its neighbour on y0's side, exact in
-        # float64: half a float32 ulp is 2^28 units of the float64 bit
-        # pattern, and the integer step crosses binades correctly.
-        m = i64_as_f64(f64_as_i64(y32d) + (_HALF_ULP32_AS_I64 if up else -_HALF_ULP32_AS_I64))
-        m2 = m * m
-        hi = m2 * m
-        lo = fma(m2, m, -hi)
-        above = ((ax - hi) - lo) > 0.0
-        neighbour = np.int32(iy + np.int32(1) if up else iy - np.int32(1))
-        iy = neighbour if above == up else iy
+        xs = np.float32(normal) * _SUBNORMAL_UP32 if subnormal else i32_as_f32(normal)
+        # Step 1, float32: bit trick and one Newton step.
+        guess = _INV_CBRT_MAGIC32 - np.int32(np.float32(f32_as_i32(xs)) * _THIRD32)
+        r = i32_as_f32(np.int32(guess))
+        # (x r)/3, not (x/3) r: x/3 is subnormal for x just above 2^-126.
+        r = r * (_FOUR_THIRDS32 - ((xs * r) * _THIRD32) * (r * r))
+        # Step 2, float64 (every float32 is a normal float64): the series.
+        ax = np.float64(xs) * (_SUBNORMAL_DOWN if subnormal else 1.0)
+        rd = np.float64(r) * (_SUBNORMAL_ROOT_UP if subnormal else 1.0)
+        y0 = ax * (rd * rd)
+        e = y0 * rd - 1.0
+        y1 = y0 * fma(e, fma(e, fma(e, _C3, _C2), _C1), 1.0)
+        # Step 3: t or t + ulp, by the sign of x - m^3.
+        t = f64_as_i64(y1) & _FLOAT32_PRECISION_MASK
+        m = i64_as_f64(t | _HALF_ULP32_AS_I64)
+        t = t + _ULP32_AS_I64 if fma(-(m * m), m, ax) > 0.0 else t
+        iy = np.int32(f32_as_i32(np.float32(i64_as_f64(t))))
         iy = iax if special else iy
         return i32_as_f32(np.int32(iy | sign))
 
@@ -239,8 +263,31 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
 
     @jit
     def cube_root_grad_f32(g, y):  # type: ignore[no-untyped-def]
+        # NOTE: float64(g) / (3 y^2) rounded to float32 is a double rounding:
+        # about one (g, y) pair in 4e8 lands within a float64 half-ulp of a
+        # float32 midpoint and is rounded the wrong way (0.5000000002 ulp).
+        # The quotient q64 (error 2^-53) only locates the answer, t or t + ulp
+        # with t = |q64| cut to float32 precision; the sign of |g| - m 3y^2 at
+        # the midpoint m decides, exactly, as in the forward (no ties: m 3y^2
+        # has 26 or more significant bits, g 24).
         yd = np.float64(y)
-        return np.float32(np.float64(g) / (3.0 * (yd * yd)))
+        big = 3.0 * (yd * yd)  # exact: 3 times a 48-bit square
+        gd = np.float64(g)
+        q64 = gd / big
+        aq = f64_as_i64(q64) & _ABS64
+        t = aq & _FLOAT32_PRECISION_MASK
+        m = i64_as_f64(t | _HALF_ULP32_AS_I64)
+        # NOTE: special operands need no select: q64 = ±inf or nan makes m a
+        # quiet nan (no flag, the comparison is false, t stays inf or nan), and
+        # q64 = ±0 gives a negative difference (t stays 0).
+        t = t + _ULP32_AS_I64 if fma(-m, big, abs(gd)) > 0.0 else t
+        # Below 2^-126 the result is a float32 subnormal, on a coarser grid
+        # than t's: there q64 is rounded directly (exact ties, which exist
+        # there, go to even; a quotient within 2^-53 of a grid midpoint but not
+        # on it could be rounded the wrong way).
+        magnitude = np.float32(i64_as_f64(aq) if aq < _MIN_NORMAL32_AS_F64 else i64_as_f64(t))
+        # The sign is g's (3 y^2 > 0 or nan).
+        return i32_as_f32(np.int32(f32_as_i32(magnitude) | (f32_as_i32(g) & _SIGN32)))
 
     return SimpleNamespace(
         inverse_cbrt_f64=inverse_cbrt_f64,
