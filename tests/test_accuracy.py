@@ -100,7 +100,7 @@ def test_float32_gradient_correctly_rounded_where_double_rounding_fails():
     g = np.array([p[0] for p in _DOUBLE_ROUNDING_PAIRS], np.float32)
     y = np.array([p[1] for p in _DOUBLE_ROUNDING_PAIRS], np.float32)
     naive = (g.astype(np.float64) / (3.0 * y.astype(np.float64) ** 2)).astype(np.float32)
-    want = np.array([_exact_float32_gradient(a, b) for a, b in zip(g, y)], np.float32)
+    want = np.array([_exact_float32_gradient(a, b) for a, b in zip(g, y, strict=True)], np.float32)
     assert (naive != want).all()  # the pairs still exercise the double rounding
     for backend in ("cpu", "parallel"):
         np.testing.assert_array_equal(cg.cbrt_grad(g, y, backend=backend), want)
@@ -118,7 +118,7 @@ def test_float32_gradient_correctly_rounded_on_random_pairs():
     g, y = g[keep], y[keep]
     with np.errstate(over="ignore", under="ignore"):
         got = cg.cbrt_grad(g, y, backend="cpu")
-    want = np.array([_exact_float32_gradient(a, b) for a, b in zip(g, y)], np.float32)
+    want = np.array([_exact_float32_gradient(a, b) for a, b in zip(g, y, strict=True)], np.float32)
     np.testing.assert_array_equal(got, want)
 
 

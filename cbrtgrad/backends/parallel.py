@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import _dtypes
 from ..kernels import cpu as cpu_kernels
+from ..kernels import reduce as reduce_kernels
 from ._layout import (
     apply_elementwise,
     constant_operand,
@@ -24,6 +25,10 @@ from ._layout import (
     same_view,
 )
 from ._protocol import Availability
+
+#: Full sums of float32 arrays from this size use the multi-threaded kernel;
+#: below it numpy's own loop costs less than starting the threads.
+SUM_MIN_SIZE = 1 << 16
 
 
 def _flat_path_safe(x: np.ndarray, g: np.ndarray, y: np.ndarray, dx: np.ndarray) -> bool:
@@ -117,3 +122,44 @@ class ParallelBackend:
         elif flat[0].size:
             self._locked(cpu_kernels.parallel_loops().cube_root_and_grad)(*flat)
         return y, dx
+
+    def sum(self, a: Any, axis: Any = None, keepdims: Any = False) -> Any:
+        """Sum over ``axis``, as ``np.add.reduce``; large float32 sums on all threads.
+
+        The graph engine's ``sum`` op calls this when the backend has it. A
+        full sum of a C-contiguous float32 array of at least
+        ``SUM_MIN_SIZE`` elements is accumulated in float64 over numba's
+        threads (:func:`cbrtgrad.kernels.reduce.sum_float32`), which is more
+        accurate than numpy's float32 pairwise sum and rounds once; every
+        other case is ``np.add.reduce`` itself.
+
+        Parameters
+        ----------
+        a : numpy.ndarray
+            The array to sum.
+        axis : None or tuple of int
+            Axes to sum over (all by default).
+        keepdims : bool
+            Keep the summed axes with length one.
+
+        Returns
+        -------
+        numpy scalar or numpy.ndarray
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> ParallelBackend().sum(np.full((1000, 100), 0.1, np.float32))
+        np.float32(10000.0)
+        """
+        if (
+            type(a) is np.ndarray
+            and a.dtype == np.float32
+            and a.size >= SUM_MIN_SIZE
+            and a.flags.c_contiguous
+            and (axis is None or len(set(axis)) == a.ndim)
+        ):
+            with self._lock:
+                total = reduce_kernels.sum_float32(a.reshape(-1))
+            return np.full((1,) * a.ndim, total) if keepdims else total
+        return np.add.reduce(a, axis=axis, keepdims=keepdims)

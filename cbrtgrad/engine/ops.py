@@ -391,6 +391,10 @@ class CastBackward(Node):
 
 
 # -- reductions and shapes -------------------------------------------------------
+#: Sums from this size ask the backend registry for a sum of their own.
+_BACKEND_SUM_MIN_SIZE = 1 << 16
+
+
 class SumBackward(Node):
     """``a.sum(axis, keepdims)``; the gradient is broadcast back.
 
@@ -410,6 +414,15 @@ class SumBackward(Node):
     def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: Any) -> Any:
         if type(a) is not np.ndarray and is_lazy(a):
             return a.sum(axis=axis, keepdims=keepdims)  # dask has no ufunc.reduce
+        # A backend may bring its own sum (the parallel one: large float32
+        # sums on all threads, in float64); the others are numpy's. NOTE:
+        # ``sum`` names no backend, so large arrays ask the registry (which
+        # follows use_backend and CBRTGRAD_BACKEND); small ones skip the lookup.
+        if backend is None and type(a) is np.ndarray and a.size >= _BACKEND_SUM_MIN_SIZE:
+            backend = _registry.resolve(None, a)
+        backend_sum = getattr(backend, "sum", None)
+        if backend_sum is not None:
+            return backend_sum(a, axis=axis, keepdims=keepdims)
         return np.add.reduce(a, axis=axis, keepdims=keepdims)
 
     def save(

@@ -130,3 +130,59 @@ def test_threads_follow_numba_settings():
     import numba
 
     assert str(numba.get_num_threads()) in par.availability().reason
+
+
+# -- the sum the graph engine calls ---------------------------------------------
+def test_sum_of_large_float32_is_more_accurate_than_numpy():
+    import math
+
+    from cbrtgrad.backends.parallel import ParallelBackend
+
+    rng = np.random.default_rng(21)
+    a = rng.uniform(0.0, 1.0, (1000, 300)).astype(np.float32)
+    exact = math.fsum(a.astype(np.float64).ravel())
+    got = ParallelBackend().sum(a)
+    assert isinstance(got, np.float32)
+    # Accumulated in float64 and rounded once: the correctly rounded sum here.
+    assert got == np.float32(exact)
+    tenths = np.full(10**6, 0.1, np.float32)
+    exact = math.fsum(tenths.astype(np.float64))
+    assert ParallelBackend().sum(tenths) == np.float32(exact)  # 100000.0
+    assert np.add.reduce(tenths) != np.float32(exact)  # numpy: 100000.01
+    assert ParallelBackend().sum(a, axis=(0, 1), keepdims=True).shape == (1, 1)
+
+
+def test_sum_special_values_follow_ieee():
+    from cbrtgrad.backends.parallel import SUM_MIN_SIZE, ParallelBackend
+
+    backend = ParallelBackend()
+    n = SUM_MIN_SIZE
+    zeros = np.full(n, -0.0, np.float32)
+    assert backend.sum(zeros) == 0 and np.signbit(backend.sum(zeros))
+    big = np.full(n, 3e38, np.float32)
+    with np.errstate(over="ignore"):
+        assert backend.sum(big) == np.inf  # numpy's float32 sum overflows too
+    for value, want in ((np.inf, np.inf), (np.nan, np.nan)):
+        a = np.ones(n, np.float32)
+        a[n // 2] = value
+        np.testing.assert_array_equal(backend.sum(a), np.float32(want))
+    a = np.ones(n, np.float32)
+    a[1], a[-1] = np.inf, -np.inf
+    assert np.isnan(backend.sum(a))
+
+
+def test_sum_outside_the_fast_case_is_numpy():
+    from cbrtgrad.backends.parallel import SUM_MIN_SIZE, ParallelBackend
+
+    backend = ParallelBackend()
+    rng = np.random.default_rng(22)
+    cases_ = [
+        (rng.random(100).astype(np.float32), None),  # small
+        (rng.random(SUM_MIN_SIZE), None),  # float64
+        (rng.random((300, 300)).astype(np.float32), (0,)),  # part of the axes
+        (rng.random((600, 300)).astype(np.float32)[:, ::2], None),  # strided
+    ]
+    for a, axis in cases_:
+        np.testing.assert_array_equal(
+            backend.sum(a, axis=axis), np.add.reduce(a, axis=axis), strict=True
+        )
