@@ -198,3 +198,18 @@ def test_cbrt_dtype_keyword_is_a_differentiable_cast():
     y.sum().backward()
     assert x.grad.dtype == np.float32
     np.testing.assert_allclose(x.grad, [1 / 12], rtol=1e-7)
+
+
+def test_large_float32_sum_follows_the_backend():
+    import math
+
+    from cbrtgrad.backends import use_backend
+
+    a = np.full(10**6, 0.1, np.float32)
+    exact = np.float32(math.fsum(a.astype(np.float64)))
+    with use_backend("parallel"):
+        total = cg.Tensor(a, requires_grad=True).sum()
+    assert total.numpy() == exact  # float64 accumulation on all threads
+    total.backward()
+    with use_backend("cpu"):
+        assert cg.Tensor(a).sum().numpy() == np.add.reduce(a)  # numpy's float32 sum
