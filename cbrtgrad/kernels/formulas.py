@@ -99,10 +99,10 @@ _INV_CBRT_MAGIC32 = np.int32(0x54A21E2E)
 _THIRD32 = np.float32(1.0 / 3.0)
 _FOUR_THIRDS32 = np.float32(4.0 / 3.0)
 # A float32 subnormal's significand (its bit pattern, < 2^23) times 2^-101 is
-# 2^48 times its value, a normal float32; its cube root is 2^16 times larger,
-# 16 in the exponent field.
+# 2^48 times its value, a normal float32; its cube root is 2^16 times larger.
 _SUBNORMAL_UP32 = np.float32(2.0**-101)
-_SUBNORMAL_ROOT_EXPONENT = np.int32(16 << 23)
+_SUBNORMAL_DOWN = 2.0**-48
+_SUBNORMAL_ROOT_UP = 2.0**16
 # One float32 ulp and half of one, in units of the float64 bit pattern
 # (52 - 23 bits below it), and the mask that cuts a float64 to float32 precision.
 _ULP32_AS_I64 = np.int64(1 << 29)
@@ -202,14 +202,11 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         ix = np.int32(f32_as_i32(x))
         sign = np.int32(ix & _SIGN32)
         iax = np.int32(ix ^ sign)
-        # iax == 0 or iax >= inf, as one unsigned compare.
-        special = np.uint32(iax - np.int32(1)) >= np.uint32(_INF32 - np.int32(1))
+        special = (iax == 0) | (iax >= _INF32)
         normal = _ONE32 if special else iax
         # NOTE: no arithmetic may see a subnormal operand (a microcode assist
         # of about 100 cycles on x86): a subnormal's significand, its bit
-        # pattern, is converted as an integer and scaled by 2^48 into the
-        # normal range; everything below works on the scaled value, whose cube
-        # root is exactly 2^16 times the one wanted.
+        # pattern, is converted as an integer and scaled into the normal range.
         subnormal = normal < _MIN_NORMAL32
         xs = np.float32(normal) * _SUBNORMAL_UP32 if subnormal else i32_as_f32(normal)
         # Step 1, float32: bit trick and one Newton step.
@@ -218,8 +215,8 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # (x r)/3, not (x/3) r: x/3 is subnormal for x just above 2^-126.
         r = r * (_FOUR_THIRDS32 - ((xs * r) * _THIRD32) * (r * r))
         # Step 2, float64 (every float32 is a normal float64): the series.
-        ax = np.float64(xs)
-        rd = np.float64(r)
+        ax = np.float64(xs) * (_SUBNORMAL_DOWN if subnormal else 1.0)
+        rd = np.float64(r) * (_SUBNORMAL_ROOT_UP if subnormal else 1.0)
         y0 = ax * (rd * rd)
         e = y0 * rd - 1.0
         y1 = y0 * fma(e, fma(e, fma(e, _C3, _C2), _C1), 1.0)
@@ -228,9 +225,6 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         m = i64_as_f64(t | _HALF_ULP32_AS_I64)
         t = t + _ULP32_AS_I64 if fma(-(m * m), m, ax) > 0.0 else t
         iy = np.int32(f32_as_i32(np.float32(i64_as_f64(t))))
-        # Undo the 2^16 of a subnormal input in the exponent field (exact: the
-        # root of a subnormal, about 2^-49 at least, is a normal float32).
-        iy = np.int32(iy - _SUBNORMAL_ROOT_EXPONENT) if subnormal else iy
         iy = iax if special else iy
         return i32_as_f32(np.int32(iy | sign))
 
