@@ -432,8 +432,9 @@ class Tensor:
         >>> cg.Tensor(np.ones((2, 3))).sum(axis=0)
         Tensor([2., 2., 2.])
         """
-        _no_dtype_out("sum", dtype, out)
-        return _ops.sum(self, axis=axis, keepdims=keepdims)
+        if dtype is not None or out is not None:
+            _no_dtype_out("sum", dtype, out)
+        return _ops.sum(self, axis, keepdims=keepdims)
 
     def mean(
         self, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
@@ -537,7 +538,7 @@ class Tensor:
         >>> x.grad
         array([0.08333333])
         """
-        _graph.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        _graph.backward(self, gradient, retain_graph, create_graph)
 
 
 def _lazy_like(value: Any, like: Any) -> Any:
