@@ -74,81 +74,96 @@ def run_backward(
     stop: Any = _NO_STOP
     if inputs is not None:
         stop = {t.grad_fn for t in inputs if t.grad_fn is not None}
+    if len(roots) != len(seeds):
+        raise ValueError("cbrtgrad: run_backward needs one seed per root")
     grads: dict[Node, Any] = {}
     leaves: dict[Any, Any] = {}
     # A max-heap by sequence_nr (heapq's min-heap on the negated numbers; they
-    # are unique, so the nodes themselves are never compared).
+    # are unique, so the nodes themselves are never compared). ``grads`` holds
+    # exactly the nodes on the heap.
     heap: list[tuple[int, Node]] = []
-    if len(roots) != len(seeds):
-        raise ValueError("cbrtgrad: run_backward needs one seed per root")
-    # NOTE: hot path: zip without keywords (3.11 parses zip(strict=) in its slow
-    # call path, +0.13 us per zip); lengths are checked above or equal by construction.
-    for root, seed in zip(roots, seeds):  # noqa: B905
-        fn = root.grad_fn
-        if fn is None:
-            if root._requires_grad:
-                leaves[root] = _add(leaves.get(root), seed)
-            continue
-        if fn in grads:
-            grads[fn] = grads[fn] + seed
-        else:
-            grads[fn] = seed
-            heap.append((-fn.sequence_nr, fn))
-    if len(heap) > 1:
+    # The node to do next when that is known without the heap (then ``g`` is
+    # its gradient): the one root's node, or the next node of a chain.
+    node: Node | None = None
+    g: Any = None
+    if len(roots) == 1:
+        # NOTE: hot path: ``backward()`` on one tensor starts at its node.
+        root = roots[0]
+        node = root.grad_fn
+        g = seeds[0]
+        if node is None and root._requires_grad:
+            leaves[root] = g
+    else:
+        # NOTE: zip without keywords (3.11 parses zip(strict=) in its slow call
+        # path); the lengths were checked above.
+        for root, seed in zip(roots, seeds):  # noqa: B905
+            fn = root.grad_fn
+            if fn is None:
+                if root._requires_grad:
+                    leaves[root] = _add(leaves.get(root), seed)
+                continue
+            if fn in grads:
+                grads[fn] = grads[fn] + seed
+            else:
+                grads[fn] = seed
+                heap.append((-fn.sequence_nr, fn))
         heapify(heap)
     anomaly = grad_mode.anomaly_enabled()
-    while heap:
-        node = heappop(heap)[1]
-        g = grads.pop(node)
-        while True:
-            # NOTE: hot path: one pass per node, everything it needs read once.
-            if stop and node in stop:
-                leaves[node] = g
+    while True:
+        # NOTE: hot path: one pass per node, everything it needs read once.
+        if node is None:
+            if not heap:
                 break
-            if node.released:
-                raise RuntimeError(
-                    f"cbrtgrad: trying to backward through the graph a second time: the "
-                    f"values saved by {type(node).__name__} were freed by the first backward; "
-                    "pass retain_graph=True to that backward to keep them"
-                )
-            for version, expected in node._checks:
-                if version.value != expected:
-                    node.check_versions()  # raises, naming the node and the versions
-            out = node.grad_graph(g) if create_graph else node.grad_formula(g)
-            if anomaly:
-                _check_anomaly(node, g, out)
-            if not retain_graph:
-                node.release()  # this walk will not come back to it
-            edges = node.next_functions
-            if len(edges) == 1 and not heap:
-                # NOTE: hot path: a chain. The heap is empty, so no other node holds
-                # a gradient (``grads`` has the same nodes as the heap): the one
-                # input's node, if it is one, is the only node left that can be
-                # ready, and it comes next without the heap or the dict.
-                edge = edges[0]
-                g = out[0]
-                if edge is None or g is None:
-                    break
-                if type(edge) is not Tensor:
-                    node = edge
-                    continue
-                prev = leaves.get(edge)  # a leaf (see ops.apply: exactly Tensor)
-                leaves[edge] = g if prev is None else prev + g
-                break
-            for edge, gi in zip(edges, out):  # noqa: B905 (one gradient per input)
-                if edge is None or gi is None:
-                    continue
-                if type(edge) is Tensor:  # a leaf (see ops.apply: exactly Tensor)
-                    prev = leaves.get(edge)
-                    leaves[edge] = gi if prev is None else prev + gi
-                    continue
-                prev = grads.get(edge)
-                if prev is None:
-                    grads[edge] = gi
-                    heappush(heap, (-edge.sequence_nr, edge))
-                else:
-                    grads[edge] = prev + gi
-            break
+            node = heappop(heap)[1]
+            g = grads.pop(node)
+        if stop and node in stop:
+            leaves[node] = g
+            node = None
+            continue
+        if node.released:
+            raise RuntimeError(
+                f"cbrtgrad: trying to backward through the graph a second time: the values "
+                f"saved by {type(node).__name__} were freed by the first backward; pass "
+                "retain_graph=True to that backward to keep them"
+            )
+        for version, expected in node._checks:
+            if version.value != expected:
+                node.check_versions()  # raises, naming the node and the versions
+        out = node.grad_graph(g) if create_graph else node.grad_formula(g)
+        if anomaly:
+            _check_anomaly(node, g, out)
+        if not retain_graph:
+            node.release()  # this walk will not come back to it
+        edges = node.next_functions
+        node = None
+        if len(edges) == 1 and not heap:
+            # NOTE: hot path: a chain. The heap is empty, so no other node holds a
+            # gradient: the one input's node, if it is one, is the only node left
+            # that can be ready, and it comes next without the heap or the dict.
+            edge = edges[0]
+            gi = out[0]
+            if edge is None or gi is None:
+                continue
+            if type(edge) is not Tensor:
+                node = edge
+                g = gi
+                continue
+            prev = leaves.get(edge)  # a leaf (see ops.apply: exactly Tensor)
+            leaves[edge] = gi if prev is None else prev + gi
+            continue
+        for edge, gi in zip(edges, out):  # noqa: B905 (one gradient per input)
+            if edge is None or gi is None:
+                continue
+            if type(edge) is Tensor:  # a leaf (see ops.apply: exactly Tensor)
+                prev = leaves.get(edge)
+                leaves[edge] = gi if prev is None else prev + gi
+                continue
+            prev = grads.get(edge)
+            if prev is None:
+                grads[edge] = gi
+                heappush(heap, (-edge.sequence_nr, edge))
+            else:
+                grads[edge] = prev + gi
     return leaves
 
 
