@@ -237,6 +237,13 @@ def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_grap
 
 def _accumulate(leaf: Tensor, g: Any, fresh: bool) -> None:
     data = leaf._data
+    if type(g) is np.ndarray and g.shape == data.shape and g.dtype == data.dtype:
+        # NOTE: hot path: an ndarray of the leaf's shape and dtype.
+        if not fresh or g.base is not None or not g.flags.writeable:
+            g = g.copy()  # never hand out an array that aliases another gradient or a view
+        prev = leaf.grad
+        leaf.grad = g if prev is None else (prev._data if isinstance(prev, Tensor) else prev) + g
+        return
     if isinstance(g, Tensor):
         if g.dtype != data.dtype:
             g = g.astype(data.dtype)
