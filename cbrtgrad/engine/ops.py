@@ -83,7 +83,10 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
         # NOTE: hot path: a unary op on a Tensor (cbrt, sum, cast, ...), without
         # the lists of the general case.
         t = inputs[0]
-        data = cls.dispatch(backend, t._data, **params)  # type: ignore[attr-defined]
+        if params:
+            data = cls.dispatch(backend, t._data, **params)  # type: ignore[attr-defined]
+        else:
+            data = cls.dispatch(backend, t._data)  # type: ignore[attr-defined]
         record = t._requires_grad
     else:
         record = False
@@ -155,10 +158,12 @@ class CubeRootBackward(Node):
     def dispatch(backend: Any, x: Any, *, dtype: Any = None) -> Any:
         """Forward through ``backend.cube_root`` in the compute dtype of ``x``."""
         dt = x.dtype
-        if dtype is None and dt not in _NATIVE:
+        if dtype is None:
+            if dt in _NATIVE:
+                # NOTE: hot path: a native dtype, no keyword (the backend's fast case).
+                return backend.cube_root(x)
             dtype = _dtypes.compute_dtype(dt, "x")
-        # NOTE: hot path: no keyword for the native dtypes (the backend's fast case).
-        y = backend.cube_root(x) if dtype is None else backend.cube_root(x, dtype=dtype)
+        y = backend.cube_root(x, dtype=dtype)
         if dt == _F16:
             # A float16 tensor stays float16 outside autocast (as in PyTorch);
             # the kernel computed it in float32.
