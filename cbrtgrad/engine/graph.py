@@ -25,6 +25,8 @@ from .tensor import Tensor, is_lazy
 
 #: Serialises writes of leaves' ``.grad`` (see :func:`backward`).
 _ACCUMULATE_LOCK = threading.Lock()
+_acquire = _ACCUMULATE_LOCK.acquire
+_release = _ACCUMULATE_LOCK.release
 
 
 def _all_finite(value: Any) -> bool:
@@ -74,8 +76,6 @@ def run_backward(
     stop: Any = _NO_STOP
     if inputs is not None:
         stop = {t.grad_fn for t in inputs if t.grad_fn is not None}
-    if len(roots) != len(seeds):
-        raise ValueError("cbrtgrad: run_backward needs one seed per root")
     grads: dict[Node, Any] = {}
     leaves: dict[Any, Any] = {}
     # A max-heap by sequence_nr (heapq's min-heap on the negated numbers; they
@@ -88,15 +88,13 @@ def run_backward(
     g: Any = None
     if len(roots) == 1:
         # NOTE: hot path: ``backward()`` on one tensor starts at its node.
-        root = roots[0]
+        (root,) = roots
+        (g,) = seeds  # exactly one seed, as zip(strict=True) would insist
         node = root.grad_fn
-        g = seeds[0]
         if node is None and root._requires_grad:
             leaves[root] = g
     else:
-        # NOTE: zip without keywords (3.11 parses zip(strict=) in its slow call
-        # path); the lengths were checked above.
-        for root, seed in zip(roots, seeds):  # noqa: B905
+        for root, seed in zip(roots, seeds, strict=True):
             fn = root.grad_fn
             if fn is None:
                 if root._requires_grad:
@@ -223,16 +221,20 @@ def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_grap
         leaves = run_backward([root], [seed], retain, False)
     # ``leaf.grad = leaf.grad + g`` is a read-modify-write: backward calls from
     # several threads into one leaf would lose updates without the lock.
-    with _ACCUMULATE_LOCK:
+    # NOTE: hot path: the lock's bound methods, not ``with`` (0.09 us less here).
+    _acquire()
+    try:
         if len(leaves) == 1:
             # NOTE: hot path: one leaf, nothing it could alias but the caller's gradient.
             for leaf, g in leaves.items():
                 _accumulate(leaf, g, g is not gradient)
-            return
-        assigned: set[int] = set()
-        for leaf, g in leaves.items():
-            _accumulate(leaf, g, g is not gradient and id(g) not in assigned)
-            assigned.add(id(g))
+        else:
+            assigned: set[int] = set()
+            for leaf, g in leaves.items():
+                _accumulate(leaf, g, g is not gradient and id(g) not in assigned)
+                assigned.add(id(g))
+    finally:
+        _release()
 
 
 def _accumulate(leaf: Tensor, g: Any, fresh: bool) -> None:

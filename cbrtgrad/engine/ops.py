@@ -79,7 +79,8 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
     """Run op ``cls`` on ``inputs`` and record it in the graph if a gradient is needed."""
     if _autocast_enabled():
         inputs = autocast_inputs(cls.schema, inputs)
-    if len(inputs) == 1 and type(inputs[0]) is Tensor:
+    unary = len(inputs) == 1
+    if unary and type(inputs[0]) is Tensor:
         # NOTE: hot path: a unary op on a Tensor (cbrt, sum, cast, ...), without
         # the lists of the general case.
         t = inputs[0]
@@ -106,7 +107,7 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
     if not record or not _grad_enabled():
         return Tensor._make(data, None)
     node = cls.__new__(cls)
-    if len(inputs) == 1:
+    if unary:
         fn = inputs[0].grad_fn  # the unary case above: a Tensor that requires grad
         node.next_functions = (inputs[0] if fn is None else fn,)
     else:
