@@ -257,7 +257,8 @@ def auto_choice(x: Any) -> Backend:
             return _instance("accelerate")
         if x.size >= _config.settings().parallel_min_size:
             return _instance("parallel")
-    return _instance("cpu")
+    # NOTE: hot path (small arrays): the instance from the dict, without a call.
+    return _instances.get("cpu") or _instance("cpu")
 
 
 def describe_auto_choice() -> list[str]:
@@ -353,9 +354,10 @@ def resolve(backend: Any, x: Any, *others: Any) -> Backend:
     >>> resolve("parallel", np.ones(4), da.ones(4, chunks=2))
     DaskBlocks('parallel')
     """
-    for value in (x, *others):
-        if type(value) is not np.ndarray and is_dask_array(value):
-            return _dask_blocks(backend, value)
+    if others or type(x) is not np.ndarray:  # NOTE: hot path: one ndarray is never dask
+        for value in (x, *others):
+            if type(value) is not np.ndarray and is_dask_array(value):
+                return _dask_blocks(backend, value)
     if backend is None or _is_auto(backend):
         selected = _selected.get() if backend is None else AUTO
         if selected is None:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels import cpu as cpu_kernels
-from ._layout import call_ufunc, constant_operand, fused_outputs, is_device_array
+from ._layout import CONSTANT_MIN, call_ufunc, constant_operand, fused_outputs, is_device_array
 from ._protocol import Availability
 
 
@@ -16,6 +16,15 @@ class CpuBackend:
 
     name = "cpu"
 
+    #: ``cpu_kernels.ufuncs()`` once a call has compiled or loaded them.
+    #: NOTE: hot path: the engine's small calls read this attribute instead of
+    #: calling into the kernel module each time.
+    _ufuncs: cpu_kernels.CpuUfuncs | None = None
+
+    def _load(self) -> cpu_kernels.CpuUfuncs:
+        self._ufuncs = cpu_kernels.ufuncs()
+        return self._ufuncs
+
     def availability(self) -> Availability:
         return Availability(True, "numba CPU target")
 
@@ -23,9 +32,16 @@ class CpuBackend:
         return not is_device_array(x)
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
+        if out is None and where is True and dtype is None:
+            # NOTE: hot path (every engine forward): the ufunc as call_ufunc would call it.
+            return (self._ufuncs or self._load()).cube_root(x)
         return call_ufunc(cpu_kernels.ufuncs().cube_root, x, out=out, where=where, dtype=dtype)
 
     def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
+        if out is None and where is True and (type(y) is not np.ndarray or y.size < CONSTANT_MIN):
+            # NOTE: hot path (every engine backward): too small for the constant path,
+            # so the ufunc as call_ufunc would call it.
+            return (self._ufuncs or self._load()).cube_root_grad(g, y)
         constant = constant_operand(g, y, out, where)
         if constant is not None:
             dx = np.empty_like(y)

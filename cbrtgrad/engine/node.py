@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, ClassVar
 
@@ -12,6 +13,10 @@ from .tensor import Tensor, is_lazy, version_check
 
 #: Broadcast gradients up to this many elements are materialised (see expand).
 _MATERIALISE_MAX = 4096
+
+#: The next node's ``sequence_nr``. ``next`` on an ``itertools.count`` is one C
+#: call, atomic under the GIL, so threads recording at once never share a number.
+next_sequence_nr = itertools.count().__next__
 
 
 class Node:
@@ -29,15 +34,21 @@ class Node:
     next_functions : tuple
         Per input: the input's ``Node``, the input itself for a leaf that
         requires grad, or ``None`` (constant, or no grad needed).
+    sequence_nr : int
+        When the node was recorded: larger than that of every node it points
+        to (its inputs existed first), so the backward walk can take nodes in
+        decreasing ``sequence_nr`` order as a topological order (as PyTorch's
+        engine does) without counting dependencies first.
     """
 
-    __slots__ = ("next_functions", "saved", "_checks", "released")
+    __slots__ = ("next_functions", "sequence_nr", "saved", "_checks", "released")
 
     schema: ClassVar[OpSchema]
     saves_input: ClassVar[bool] = False
     saves_output: ClassVar[bool] = False
 
     next_functions: tuple[Any, ...]
+    sequence_nr: int
     saved: tuple[Any, ...]
     _checks: tuple[tuple[Any, int], ...]
     released: bool

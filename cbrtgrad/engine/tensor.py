@@ -21,6 +21,9 @@ _ops: Any = None
 _graph: Any = None
 
 
+_new = object.__new__
+
+
 class _Version:
     """A mutable counter shared by a tensor and every view of its data."""
 
@@ -181,10 +184,11 @@ class Tensor:
         self._requires_grad = False
         self.requires_grad = requires_grad
 
-    @classmethod
-    def _make(cls, data: np.ndarray, grad_fn: Node | None) -> Tensor:
-        # The hot path: no validation, the engine made ``data`` itself.
-        t = object.__new__(cls)
+    @staticmethod
+    def _make(data: np.ndarray, grad_fn: Node | None) -> Tensor:
+        # NOTE: hot path: no validation, the engine made ``data`` itself; a
+        # static method and a bound ``object.__new__`` (no class argument to pass).
+        t: Tensor = _new(Tensor)
         t._data = data
         t._requires_grad = grad_fn is not None
         t.grad = None
@@ -315,7 +319,7 @@ class Tensor:
         impl = _ops.API_OPS.get(func)
         if impl is None:
             return NotImplemented
-        return impl(*args, **kwargs)
+        return impl(*args, **kwargs) if kwargs else impl(*args)  # NOTE: hot path: no kwargs
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method != "__call__" or kwargs:
@@ -432,8 +436,9 @@ class Tensor:
         >>> cg.Tensor(np.ones((2, 3))).sum(axis=0)
         Tensor([2., 2., 2.])
         """
-        _no_dtype_out("sum", dtype, out)
-        return _ops.sum(self, axis=axis, keepdims=keepdims)
+        if dtype is not None or out is not None:
+            _no_dtype_out("sum", dtype, out)
+        return _ops.sum(self, axis, keepdims=keepdims)
 
     def mean(
         self, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
@@ -537,7 +542,7 @@ class Tensor:
         >>> x.grad
         array([0.08333333])
         """
-        _graph.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        _graph.backward(self, gradient, retain_graph, create_graph)
 
 
 def _lazy_like(value: Any, like: Any) -> Any:

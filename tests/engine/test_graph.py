@@ -30,6 +30,53 @@ def test_fan_out_accumulates_per_node():
     np.testing.assert_allclose(x.grad, (2 * yv + 3) / (3 * yv**2), rtol=1e-14)
 
 
+def test_a_shared_node_waits_for_branches_of_unequal_length():
+    # The walk takes nodes by recording order (sequence_nr), not by counted
+    # dependencies: y's node must still see both branches before it runs.
+    x = cg.Tensor(np.array([8.0, 27.0]), requires_grad=True)
+    y = cg.cbrt(x)
+    long = y
+    for _ in range(5):
+        long = long * 2.0
+    assert long.grad_fn.sequence_nr > y.grad_fn.sequence_nr
+    (long + y * 3.0).sum().backward()
+    np.testing.assert_allclose(x.grad, 35.0 / (3.0 * np.cbrt(x.data) ** 2), rtol=1e-14)
+
+
+def test_consumers_outside_the_backward_are_not_waited_for():
+    x = cg.Tensor(np.array([8.0]), requires_grad=True)
+    y = cg.cbrt(x)
+    unused = (y * 5.0).sum()  # consumes y's node, but is not differentiated
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad, [1 / 12])
+    assert unused.grad_fn is not None
+
+
+def test_several_roots_where_one_root_feeds_another():
+    from cbrtgrad.engine import graph
+
+    x = cg.Tensor(np.array([8.0]), requires_grad=True)
+    a = cg.cbrt(x).sum()
+    b = a * 2.0  # b's node consumes a's node, itself a root
+    leaves = graph.run_backward([b, a], [np.array(1.0), np.array(1.0)], False, False)
+    np.testing.assert_allclose(leaves[x], [3 / 12])
+    with pytest.raises(ValueError):
+        graph.run_backward([a, b], [np.array(1.0)], False, False)
+
+
+def test_gradient_with_respect_to_an_intermediate_tensor():
+    from cbrtgrad.engine import graph
+
+    x = cg.Tensor(np.array([8.0, 27.0]), requires_grad=True)
+    y = cg.cbrt(x)
+    loss = (y * y).sum() + y.sum()
+    (gy,) = graph.grad_of(loss, [y], retain_graph=True)
+    yv = np.cbrt(x.data)
+    np.testing.assert_allclose(gy, 2 * yv + 1)
+    (gx,) = graph.grad_of(loss, [x])
+    np.testing.assert_allclose(gx, (2 * yv + 1) / (3 * yv**2), rtol=1e-14)
+
+
 def test_leaf_used_twice_and_grad_not_aliased():
     x = cg.Tensor(np.array([1.0, 2.0]), requires_grad=True)
     w = cg.Tensor(np.array([3.0, 4.0]), requires_grad=True)
