@@ -35,6 +35,11 @@ class Backend(Protocol):
     ``None`` for the input's own float dtype). ``out`` and ``where`` have numpy
     ufunc meaning. Get one with :func:`get_backend`.
 
+    A backend may also have a ``sum(a, axis=None, keepdims=False)`` method
+    with ``np.add.reduce`` semantics; the graph engine's ``sum`` op uses it
+    for large arrays when the backend has one (the ``parallel`` backend does).
+    It is not part of the protocol: backends without it get numpy's.
+
     Examples
     --------
     >>> from cbrtgrad.backends import Backend, get_backend
