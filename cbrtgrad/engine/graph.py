@@ -74,8 +74,13 @@ def run_backward(
     ``create_graph``.
     """
     stop: Any = _NO_STOP
+    # Whether the walk must go on below an input's node: when other inputs
+    # (a leaf, or a node not yet reached) may lie further down.
+    beyond = 0
     if inputs is not None:
         stop = {t.grad_fn for t in inputs if t.grad_fn is not None}
+        leaf_inputs = any(t.grad_fn is None for t in inputs)
+        beyond = len(stop) + (1 if leaf_inputs else 0)
     grads: dict[Node, Any] = {}
     leaves: dict[Any, Any] = {}
     # A max-heap by sequence_nr (heapq's min-heap on the negated numbers; they
@@ -115,9 +120,12 @@ def run_backward(
             node = heappop(heap)[1]
             g = grads.pop(node)
         if stop and node in stop:
+            # Its gradient is complete: every consumer has a higher sequence_nr.
             leaves[node] = g
-            node = None
-            continue
+            beyond -= 1
+            if not beyond:
+                node = None
+                continue
         if node.released:
             raise RuntimeError(
                 f"cbrtgrad: trying to backward through the graph a second time: the values "

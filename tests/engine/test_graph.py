@@ -242,3 +242,20 @@ def test_out_and_where_with_grad_raise():
         cg.cbrt(x, where=np.array([True]))
     with cg.no_grad(), pytest.raises(TypeError, match="out must be a Tensor"):
         cg.cbrt(x, out=np.zeros(1))
+
+
+def test_grad_of_an_intermediate_and_the_leaf_below_it():
+    # The walk goes on below an input's node while other inputs lie further
+    # down (it used to stop there and give the leaf zeros).
+    from cbrtgrad.engine.graph import grad_of
+
+    x = cg.Tensor(np.array([8.0, 27.0]), requires_grad=True)
+    y = cg.cbrt(x)
+    z = (y * 2.0).sum()
+    want_x = 2.0 / (3.0 * np.cbrt([8.0, 27.0]) ** 2)
+    gy, gx = grad_of(z, [y, x], retain_graph=True)
+    np.testing.assert_allclose(gy, [2.0, 2.0])
+    np.testing.assert_allclose(gx, want_x, rtol=1e-15)
+    gx, gy = grad_of(z, [x, y])
+    np.testing.assert_allclose(gx, want_x, rtol=1e-15)
+    np.testing.assert_allclose(gy, [2.0, 2.0])
