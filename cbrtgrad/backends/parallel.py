@@ -157,7 +157,7 @@ class ParallelBackend:
             and a.dtype == np.float32
             and a.size >= SUM_MIN_SIZE
             and a.flags.c_contiguous
-            and (axis is None or len(set(axis)) == a.ndim)
+            and (axis is None or len(axis) == a.ndim)  # normalised: no repeats
         ):
             with self._lock:
                 total = reduce_kernels.sum_float32(a.reshape(-1))

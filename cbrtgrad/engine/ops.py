@@ -452,11 +452,11 @@ class SumBackward(Node):
         # sums on all threads, in float64); the others are numpy's. NOTE:
         # ``sum`` names no backend, so large arrays ask the registry (which
         # follows use_backend and CBRTGRAD_BACKEND); small ones skip the lookup.
-        if backend is None and type(a) is np.ndarray and a.size >= _BACKEND_SUM_MIN_SIZE:
-            backend = _registry.resolve(None, a)
-        backend_sum = getattr(backend, "sum", None)
-        if backend_sum is not None:
-            return backend_sum(a, axis=axis, keepdims=keepdims)
+        if type(a) is np.ndarray and a.size >= _BACKEND_SUM_MIN_SIZE:
+            chosen = _registry.resolve(None, a) if backend is None else backend
+            backend_sum = getattr(chosen, "sum", None)
+            if backend_sum is not None:
+                return backend_sum(a, axis=axis, keepdims=keepdims)
         if _REDUCE_TO_ARRAY:
             return np.add.reduce(a, axis=axis, keepdims=keepdims, out=...)
         return np.add.reduce(a, axis=axis, keepdims=keepdims)

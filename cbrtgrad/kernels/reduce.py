@@ -20,13 +20,13 @@ as numpy gives).
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numba
 import numpy as np
 
 from .. import _compile
+from . import cpu
 
 #: Elements per block: small enough to spread 10^6 elements over the threads,
 #: large enough that the per-block cost (one float64 store) is negligible.
@@ -53,24 +53,17 @@ def _sum_blocks(x):  # type: ignore[no-untyped-def]
     return total
 
 
-_lock = threading.Lock()
-_compiled: list[Any] = []
+def _build() -> Any:
+    options = _compile.cpu_options()
+    if options["fastmath"] is False:
+        options["fastmath"] = {"reassoc"}  # see the module's NOTE
+    with _compile.preferred_vector_width():
+        return numba.njit(["float64(float32[::1])"], parallel=True, **options)(_sum_blocks)
 
 
 def _kernel() -> Any:
-    if not _compiled:
-        with _lock:
-            if not _compiled:
-                with _compile.preferred_vector_width():
-                    _compiled.append(
-                        numba.njit(
-                            ["float64(float32[::1])"],
-                            parallel=True,
-                            fastmath={"reassoc"},
-                            cache=False,
-                        )(_sum_blocks)
-                    )
-    return _compiled[0]
+    # Compiled on first use, once per process, like every cpu kernel.
+    return cpu._cached("sum_float32", _build)
 
 
 def sum_float32(x: np.ndarray) -> np.float32:
@@ -104,7 +97,6 @@ def sum_float32(x: np.ndarray) -> np.float32:
             "x must be a 1-D C-contiguous float32 numpy array, got "
             f"{type(x).__name__} {getattr(x, 'dtype', '')} {getattr(x, 'shape', '')}"
         )
-    with np.errstate(over="ignore"):
-        # NOTE: a float64 total beyond the float32 range is an overflow, as
-        # numpy's float32 sum would give; the warning follows numpy's setting.
-        return np.float32(_kernel()(x))
+    # NOTE: a float64 total beyond the float32 range is an overflow to inf, as
+    # numpy's float32 sum gives; its warning follows np.errstate, as numpy's.
+    return np.float32(_kernel()(x))
