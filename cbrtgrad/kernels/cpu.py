@@ -34,6 +34,8 @@ _cube_root_f32 = FORMULAS.cube_root_f32
 _cube_root_f64 = FORMULAS.cube_root_f64
 _cube_root_grad_f32 = FORMULAS.cube_root_grad_f32
 _cube_root_grad_f64 = FORMULAS.cube_root_grad_f64
+_cube_root_grad_pair_f32 = FORMULAS.cube_root_grad_pair_f32
+_grad_pair_exact_f32 = FORMULAS.grad_pair_exact_f32
 
 FLOAT_SIGNATURES_1 = ["float32(float32)", "float64(float64)"]
 FLOAT_SIGNATURES_2 = ["float32(float32, float32)", "float64(float64, float64)"]
@@ -116,6 +118,61 @@ def _backward_block_constant(g, y, dx):  # type: ignore[no-untyped-def]
         dx[i] = cube_root_grad(g, y[i])
 
 
+# NOTE: not inlined at numba's level: the scalar kernel inlined inside a
+# branch of the paired block trips numba's SSA checks (NumbaIRAssumptionWarning).
+# error_model="numpy": y = 0 is IEEE division (inf or nan), as in the ufuncs.
+@numba.njit(inline="never", fastmath=False, cache=False, error_model="numpy")
+def _backward_block_scalar(g, y, dx, start):  # type: ignore[no-untyped-def]
+    for i in range(start, y.shape[0]):
+        dx[i] = cube_root_grad(_at(g, i), y[i])
+
+
+def _at(g: Any, i: Any) -> Any:
+    """``g[i]`` for an array ``g``, ``g`` itself for a scalar (numba code only)."""
+    raise NotImplementedError("_at is only callable from numba-compiled code")
+
+
+@overload(_at, inline="always")
+def _overload_at(g, i):  # type: ignore[no-untyped-def]
+    if isinstance(g, types.Array):
+        return lambda g, i: g[i]
+    return lambda g, i: g
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _backward_block_paired(g, y, dx):  # type: ignore[no-untyped-def]
+    # float32, dx not g or y: element i and element i + n/2 share one float64
+    # division (cube_root_grad_pair_f32), which the loop is bound by. Where
+    # that cannot give the scalar kernel's bits (y = 0, inf or nan, g not
+    # finite, a result at or below the smallest normal) the block is redone
+    # by the scalar kernel; the check is integer compares, vectorised.
+    n = y.shape[0]
+    h = n // 2
+    for i in range(h):
+        dx[i], dx[i + h] = _cube_root_grad_pair_f32(_at(g, i), y[i], _at(g, i + h), y[i + h])
+    exact = True
+    for i in range(2 * h):
+        exact &= _grad_pair_exact_f32(_at(g, i), y[i], dx[i])
+    if not exact:
+        _backward_block_scalar(g, y, dx, 0)
+    elif n > 2 * h:
+        _backward_block_scalar(g, y, dx, n - 1)
+
+
+def _grad_block(g: Any, y: Any, dx: Any) -> None:
+    """The fastest gradient block loop for these operands (numba code only)."""
+    raise NotImplementedError("_grad_block is only callable from numba-compiled code")
+
+
+@overload(_grad_block, inline="always")
+def _overload_grad_block(g, y, dx):  # type: ignore[no-untyped-def]
+    if _is_f32(y.dtype):
+        return lambda g, y, dx: _backward_block_paired(g, y, dx)
+    if isinstance(g, types.Array):
+        return lambda g, y, dx: _backward_block(g, y, dx)
+    return lambda g, y, dx: _backward_block_constant(g, y, dx)
+
+
 def grad_constant_blocks(ufuncs: CpuUfuncs, g: Any, y: np.ndarray, dx: np.ndarray) -> None:
     """``dx = g / (3 y^2)`` for one value ``g`` over 1-D contiguous ``y`` and ``dx``.
 
@@ -151,11 +208,12 @@ def fused_blocks(
 
 
 def _backward_loop_parallel_constant(g, y, dx):  # type: ignore[no-untyped-def]
+    # dx is always a new array here (see the parallel backend).
     n = y.shape[0]
     for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
-        _backward_block_constant(g, y[start:stop], dx[start:stop])
+        _grad_block(g, y[start:stop], dx[start:stop])
 
 
 def _fused_loop_parallel(x, g, y, dx):  # type: ignore[no-untyped-def]
@@ -177,10 +235,16 @@ def _forward_loop_parallel(x, y):  # type: ignore[no-untyped-def]
 
 def _backward_loop_parallel(g, y, dx):  # type: ignore[no-untyped-def]
     n = g.shape[0]
+    # In place (dx is g or y; the backend copies any other overlap first) the
+    # paired block would read inputs it has already overwritten.
+    in_place = dx.ctypes.data == g.ctypes.data or dx.ctypes.data == y.ctypes.data
     for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
-        _backward_block(g[start:stop], y[start:stop], dx[start:stop])
+        if in_place:
+            _backward_block(g[start:stop], y[start:stop], dx[start:stop])
+        else:
+            _grad_block(g[start:stop], y[start:stop], dx[start:stop])
 
 
 @dataclass(frozen=True)

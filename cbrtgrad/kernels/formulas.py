@@ -93,6 +93,7 @@ _SIGN32 = np.int32(-0x80000000)
 _INF32 = np.int32(0x7F800000)
 _ONE32 = np.int32(0x3F800000)
 _MIN_NORMAL32 = np.int32(0x00800000)
+_ABS32 = np.int32(0x7FFFFFFF)
 # Magic constant of the float32 inverse cube root bit trick, chosen (over all
 # significands of three binades) for the smallest |x r^3 - 1| after the one
 # Newton step that follows it: 0.0070.
@@ -267,32 +268,67 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         return refined if use else q
 
     @jit
+    def round_quotient_f32(q, big, g):  # type: ignore[no-untyped-def]
+        # The float32 nearest to g / big, given q within 2^-50 of it (relative)
+        # and big = 3 y^2 exact: t = |q| cut to float32 precision, and the sign
+        # of |g| - m big at the midpoint m decides between t and t + ulp,
+        # exactly, as in the forward (no ties: m big has 26 or more
+        # significant bits, g 24). NOTE: special operands need no select:
+        # q = ±inf or nan makes m a quiet nan (no flag, the comparison is
+        # false, t stays inf or nan), and q = ±0 gives a negative difference.
+        t = (f64_as_i64(q) & _ABS64) & _FLOAT32_PRECISION_MASK
+        m = i64_as_f64(t | _HALF_ULP32_AS_I64)
+        t = t + _ULP32_AS_I64 if fma(-m, big, abs(np.float64(g))) > 0.0 else t
+        # The sign is g's (3 y^2 > 0 or nan).
+        magnitude = np.float32(i64_as_f64(t))
+        return i32_as_f32(np.int32(f32_as_i32(magnitude) | (f32_as_i32(g) & _SIGN32)))
+
+    @jit
     def cube_root_grad_f32(g, y):  # type: ignore[no-untyped-def]
         # NOTE: float64(g) / (3 y^2) rounded to float32 is a double rounding:
         # about one (g, y) pair in 4e8 lands within a float64 half-ulp of a
         # float32 midpoint and is rounded the wrong way (0.5000000002 ulp).
-        # The quotient q64 (error 2^-53) only locates the answer, t or t + ulp
-        # with t = |q64| cut to float32 precision; the sign of |g| - m 3y^2 at
-        # the midpoint m decides, exactly, as in the forward (no ties: m 3y^2
-        # has 26 or more significant bits, g 24).
+        # The quotient q64 (error 2^-53) only locates the answer, which
+        # round_quotient_f32 decides exactly.
         yd = np.float64(y)
         big = 3.0 * (yd * yd)  # exact: 3 times a 48-bit square
-        gd = np.float64(g)
-        q64 = gd / big
-        aq = f64_as_i64(q64) & _ABS64
-        t = aq & _FLOAT32_PRECISION_MASK
-        m = i64_as_f64(t | _HALF_ULP32_AS_I64)
-        # NOTE: special operands need no select: q64 = ±inf or nan makes m a
-        # quiet nan (no flag, the comparison is false, t stays inf or nan), and
-        # q64 = ±0 gives a negative difference (t stays 0).
-        t = t + _ULP32_AS_I64 if fma(-m, big, abs(gd)) > 0.0 else t
+        q64 = np.float64(g) / big
         # Below 2^-126 the result is a float32 subnormal, on a coarser grid
-        # than t's: there q64 is rounded directly (exact ties, which exist
-        # there, go to even; a quotient within 2^-53 of a grid midpoint but not
-        # on it could be rounded the wrong way).
-        magnitude = np.float32(i64_as_f64(aq) if aq < _MIN_NORMAL32_AS_F64 else i64_as_f64(t))
-        # The sign is g's (3 y^2 > 0 or nan).
-        return i32_as_f32(np.int32(f32_as_i32(magnitude) | (f32_as_i32(g) & _SIGN32)))
+        # than the test's: there q64 is rounded directly (exact ties, which
+        # exist there, go to even; a quotient within 2^-53 of a grid midpoint
+        # but not on it could be rounded the wrong way).
+        tiny = (f64_as_i64(q64) & _ABS64) < _MIN_NORMAL32_AS_F64
+        rounded = round_quotient_f32(q64, big, g)
+        return np.float32(q64) if tiny else rounded
+
+    @jit
+    def cube_root_grad_pair_f32(ga, ya, gb, yb):  # type: ignore[no-untyped-def]
+        # Two gradients from one float64 division: 1 / (A B) for A = 3 ya^2
+        # and B = 3 yb^2 (A B stays within the float64 range for any finite
+        # nonzero float32 y), so qa = ga B / (A B) and qb = gb A / (A B) are
+        # within 2^-50 of the quotients, which is all round_quotient_f32
+        # needs. The same bits as cube_root_grad_f32 wherever
+        # grad_pair_exact_f32 says so; the caller recomputes the others.
+        yad = np.float64(ya)
+        ybd = np.float64(yb)
+        a = 3.0 * (yad * yad)
+        b = 3.0 * (ybd * ybd)
+        inverse = 1.0 / (a * b)
+        qa = (np.float64(ga) * b) * inverse
+        qb = (np.float64(gb) * a) * inverse
+        return round_quotient_f32(qa, a, ga), round_quotient_f32(qb, b, gb)
+
+    @jit
+    def grad_pair_exact_f32(g, y, dx):  # type: ignore[no-untyped-def]
+        # Whether cube_root_grad_pair_f32 gave cube_root_grad_f32's bits: y
+        # finite and nonzero, g finite, and the result above the smallest
+        # normal (at and below it, zero included, the scalar kernel rounds q64
+        # directly), or g = 0 (both give ±0). Integer compares only: no flag.
+        ay = np.uint32(f32_as_i32(y) & _ABS32)
+        ag = np.uint32(f32_as_i32(g) & _ABS32)
+        ad = np.uint32(f32_as_i32(dx) & _ABS32)
+        y_ok = ay - np.uint32(1) < np.uint32(_INF32 - np.int32(1))
+        return y_ok & (ag < np.uint32(_INF32)) & ((ag == 0) | (ad > np.uint32(_MIN_NORMAL32)))
 
     return SimpleNamespace(
         inverse_cbrt_f64=inverse_cbrt_f64,
@@ -300,4 +336,6 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         cube_root_f32=cube_root_f32,
         cube_root_grad_f64=cube_root_grad_f64,
         cube_root_grad_f32=cube_root_grad_f32,
+        cube_root_grad_pair_f32=cube_root_grad_pair_f32,
+        grad_pair_exact_f32=grad_pair_exact_f32,
     )

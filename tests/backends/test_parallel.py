@@ -186,3 +186,37 @@ def test_sum_outside_the_fast_case_is_numpy():
         np.testing.assert_array_equal(
             backend.sum(a, axis=axis), np.add.reduce(a, axis=axis), strict=True
         )
+
+
+# -- the paired float32 gradient (two quotients per division) -------------------
+def _pairs_near_the_edges(n, seed):
+    rng = np.random.default_rng(seed)
+    y = (rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-60, 60, n)).astype(np.float32)
+    # Quotients from well inside the normal range down through 2^-126 (where
+    # the scalar kernel switches rounding) into the subnormal range and to 0.
+    q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-155, 40, n)
+    g = (q * 3.0 * y.astype(np.float64) ** 2 * rng.choice([-1.0, 1.0], n)).astype(np.float32)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3e38], np.float32)
+    where = rng.integers(0, n, 40)
+    g[where[:20]] = rng.choice(specials, 20)
+    y[where[20:]] = rng.choice(specials, 20)
+    return g, y
+
+
+@pytest.mark.parametrize("n", [2048 * 37 + 1, 4095, 3])
+def test_paired_float32_gradient_same_bits_as_cpu(n):
+    g, y = _pairs_near_the_edges(n, seed=n)
+    with np.errstate(all="ignore"):
+        want = cpu.cube_root_grad(g, y)
+        assert same_bits(par.cube_root_grad(g, y), want)
+        for constant in (np.float32(1.5), np.float32(3e-38), np.float32(0.0), np.float32(np.inf)):
+            assert same_bits(
+                par.cube_root_grad(np.broadcast_to(constant, y.shape), y),
+                cpu.cube_root_grad(np.broadcast_to(constant, y.shape), y),
+            )
+        # In place, the blocks fall back to the scalar kernel.
+        for target in ("g", "y"):
+            gc, yc = g.copy(), y.copy()
+            out = gc if target == "g" else yc
+            par.cube_root_grad(gc, yc, out=out)
+            assert same_bits(out, want)
