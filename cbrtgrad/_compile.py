@@ -10,13 +10,19 @@ NOTE: ``cache=False``: on-disk caching can crash under multiprocessing
 (numba issue 4807) and ties cached machine code to the CPU it was built on.
 Kernels are compiled lazily, on first use, instead.
 
-NOTE: numba's target machine carries LLVM's ``prefer-256-bit`` tuning on
-AVX-512 CPUs, so its loops use 256-bit ymm registers. The cube root is
-compute-bound, and 512-bit zmm loops measured 1.5x faster in float64 here, so
+NOTE: the SIMD shape of each loop is chosen from the host CPU's vector ISA
+(:mod:`cbrtgrad._isa`), never from one machine's tuning: :func:`loop_shape`
+caps a loop's preferred width at what the CPU has (the 512-bit attribute never
+reaches a CPU without AVX-512) and picks the interleave count. numba's target
+machine carries LLVM's ``prefer-256-bit`` tuning on AVX-512 CPUs, so
 :func:`preferred_vector_width` marks the kernels' own LLVM functions with
-``"prefer-vector-width"="512"`` while they compile. It is a per-function
-attribute: numba code elsewhere in the process keeps numba's default, which a
-process-wide ``NUMBA_CPU_FEATURES`` setting would not.
+``"prefer-vector-width"`` while they compile: a per-function attribute, so
+numba code elsewhere in the process keeps numba's default, which a
+process-wide ``NUMBA_CPU_FEATURES`` setting would not. The kernels are
+latency-bound (a chain of about 30 dependent floating-point operations per
+element), so two vector iterations in flight per loop trip
+(``-force-vector-interleave=2``) let an out-of-order core with a small
+scheduler overlap them; docs/kernels.md gives the measured effect.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from . import _config
+from . import _config, _isa
 
 #: Options passed to every ``numba.vectorize``/``numba.njit`` call.
 CPU_OPTIONS: dict[str, Any] = {"fastmath": False, "cache": False}
@@ -80,6 +87,75 @@ def default_vector_width() -> int:
     return _config.settings().vector_width
 
 
+#: Interleave count of the kernels' vector loops, per vector ISA (0: LLVM's
+#: cost model decides). Measured on AVX2 (docs/kernels.md); other ISAs keep
+#: LLVM's choice until measured there.
+INTERLEAVE_BY_ISA = {"AVX2": 2, "AVX": 2}
+
+
+@dataclass(frozen=True)
+class LoopShape:
+    """The SIMD shape one kernel loop is compiled with.
+
+    Attributes
+    ----------
+    width : int
+        The vector width in bits LLVM's vectoriser is asked to prefer (0: the
+        target's default, for CPUs without vector registers).
+    interleave : int
+        Vector iterations per loop trip (0: LLVM's cost model decides).
+    """
+
+    width: int
+    interleave: int
+
+    def describe(self) -> str:
+        """``"256-bit x2"``-style text for ``cbrtgrad info``.
+
+        Examples
+        --------
+        >>> LoopShape(256, 2).describe()
+        '256-bit, interleave 2'
+        >>> LoopShape(512, 0).describe()
+        '512-bit, interleave by LLVM'
+        """
+        interleave = f"interleave {self.interleave}" if self.interleave else "interleave by LLVM"
+        width = f"{self.width}-bit" if self.width else "target default width"
+        return f"{width}, {interleave}"
+
+
+def loop_shape(wanted_width: int, isa: _isa.HostIsa | None = None) -> LoopShape:
+    """The shape of a loop that would like ``wanted_width``-bit vectors on this CPU.
+
+    The width is capped by ``CBRTGRAD_VECTOR_WIDTH`` and by the widest vector
+    registers the CPU has, so a 512-bit preference becomes 256 bits on an
+    AVX2 CPU and 128 on NEON.
+
+    Parameters
+    ----------
+    wanted_width : int
+        The width the loop was measured best at on a CPU that has it.
+    isa : HostIsa, optional
+        Default: the host's (:func:`cbrtgrad._isa.host_isa`).
+
+    Returns
+    -------
+    LoopShape
+
+    Examples
+    --------
+    >>> from cbrtgrad._isa import classify
+    >>> avx2 = classify("znver3", {"avx2": True, "fma": True}, "x86_64")
+    >>> loop_shape(512, avx2)
+    LoopShape(width=256, interleave=2)
+    >>> loop_shape(512, classify("apple-m1", {"neon": True}, "arm64"))
+    LoopShape(width=128, interleave=0)
+    """
+    isa = _isa.host_isa() if isa is None else isa
+    width = min(wanted_width, default_vector_width(), isa.vector_bits)
+    return LoopShape(width, INTERLEAVE_BY_ISA.get(isa.name, 0))
+
+
 def _mark_functions(ir_module: Any, attribute: str) -> None:
     for function in ir_module.functions:
         if not function.is_declaration:
@@ -89,8 +165,17 @@ def _mark_functions(ir_module: Any, attribute: str) -> None:
             set.add(function.attributes, attribute)
 
 
+def _set_interleave(count: int) -> None:
+    import llvmlite.binding as llvm
+
+    # A process-wide LLVM option, read when the loop vectoriser runs: set
+    # only while numba's compiler lock is held, and put back to 0 (LLVM's
+    # default, the cost model decides) before the lock is released.
+    llvm.set_option("cbrtgrad", f"-force-vector-interleave={count}")
+
+
 @contextlib.contextmanager
-def preferred_vector_width(bits: int | None = None) -> Iterator[None]:
+def preferred_vector_width(bits: int | None = None, interleave: int = 0) -> Iterator[None]:
     """Compile the numba CPU code built inside this block for ``bits``-wide SIMD.
 
     Every LLVM function that numba adds while the block runs gets the
@@ -101,20 +186,25 @@ def preferred_vector_width(bits: int | None = None) -> Iterator[None]:
 
     Parameters
     ----------
-    bits : {256, 512}, optional
-        Default: ``CBRTGRAD_VECTOR_WIDTH`` (512 unless set).
+    bits : {128, 256, 512}, optional
+        Default: :func:`loop_shape` of 512 bits (``CBRTGRAD_VECTOR_WIDTH`` and
+        the host's widest vectors cap it).
+    interleave : int, optional
+        Vector iterations per loop trip; 0 (the default) leaves it to LLVM.
 
     Examples
     --------
     >>> import numba, numpy as np
-    >>> with preferred_vector_width(512):
+    >>> with preferred_vector_width(256, interleave=2):
     ...     double = numba.vectorize(["float64(float64)"])(lambda v: 2.0 * v)
     >>> double(np.arange(3.0))
     array([0., 2., 4.])
     """
-    width = _config.settings().vector_width if bits is None else bits
-    if width not in (256, 512):
-        raise ValueError(f"bits must be 256 or 512, got {width!r}")
+    width = loop_shape(512).width if bits is None else bits
+    if width not in (0, 128, 256, 512):
+        raise ValueError(f"bits must be 128, 256 or 512, got {width!r}")
+    if not isinstance(interleave, int) or not 0 <= interleave <= 16:
+        raise ValueError(f"interleave must be an integer from 0 to 16, got {interleave!r}")
     from numba.core import codegen
     from numba.core.compiler_lock import global_compiler_lock
 
@@ -135,11 +225,27 @@ def preferred_vector_width(bits: int | None = None) -> Iterator[None]:
         original = library_class.add_ir_module
 
         def add_ir_module(self: Any, ir_module: Any) -> Any:
-            _mark_functions(ir_module, attribute)
+            if width:
+                _mark_functions(ir_module, attribute)
             return original(self, ir_module)
 
         library_class.add_ir_module = add_ir_module  # type: ignore[method-assign]
+        if interleave:
+            _set_interleave(interleave)
         try:
             yield
         finally:
             library_class.add_ir_module = original  # type: ignore[method-assign]
+            if interleave:
+                _set_interleave(0)
+
+
+def compiling_for(shape: LoopShape) -> contextlib.AbstractContextManager[None]:
+    """:func:`preferred_vector_width` for one :class:`LoopShape`.
+
+    Examples
+    --------
+    >>> with compiling_for(loop_shape(512)):
+    ...     pass
+    """
+    return preferred_vector_width(shape.width, shape.interleave)

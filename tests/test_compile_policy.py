@@ -89,7 +89,7 @@ def test_bad_vector_width_is_a_value_error(monkeypatch, raw):
 
 
 def test_preferred_vector_width_rejects_other_widths():
-    with pytest.raises(ValueError, match="bits must be 256 or 512"):
+    with pytest.raises(ValueError, match="bits must be 128, 256 or 512"):
         with _compile.preferred_vector_width(1024):
             pass
 
@@ -126,3 +126,45 @@ def test_preferred_vector_width_warns_when_numba_internals_moved(monkeypatch):
     with pytest.warns(RuntimeWarning, match="default SIMD width"):
         with _compile.preferred_vector_width(512):
             pass
+
+
+@pytest.mark.parametrize("interleave", [-1, 17, 1.5])
+def test_preferred_vector_width_rejects_bad_interleave(interleave):
+    with pytest.raises(ValueError, match="interleave must be an integer"):
+        with _compile.preferred_vector_width(256, interleave=interleave):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("cpu", "features", "machine", "isa", "width"),
+    [
+        (
+            "skx",
+            {"avx512f": True, "avx512dq": True, "avx2": True, "fma": True},
+            "x86_64",
+            "AVX-512",
+            512,
+        ),
+        ("znver3", {"avx2": True, "fma": True, "avx": True}, "x86_64", "AVX2", 256),
+        ("sandybridge", {"avx": True}, "x86_64", "AVX", 256),
+        ("x86-64", {"sse2": True}, "x86_64", "SSE2", 128),
+        ("apple-m1", {"neon": True}, "arm64", "NEON", 128),
+        ("neoverse-v1", {"neon": True, "sve": True}, "aarch64", "SVE", 128),
+    ],
+)
+def test_loop_shape_never_exceeds_the_cpus_vectors(cpu, features, machine, isa, width):
+    from cbrtgrad._isa import classify
+
+    host = classify(cpu, features, machine)
+    assert host.name == isa
+    shape = _compile.loop_shape(512, host)
+    # The 512-bit preference reaches only a CPU with AVX-512.
+    assert shape.width == min(width, _compile.default_vector_width())
+    assert _compile.loop_shape(256, host).width == min(256, width)
+
+
+@pytest.mark.skipif(_has_avx512(), reason="checks a CPU without AVX-512")
+def test_no_512_bit_instructions_without_avx512():
+    # On AVX2 (or older) CPUs every kernel loop is 256 bits or narrower.
+    for text in _wrapper_asm({}):
+        assert not re.search(r"%zmm\d+", text)

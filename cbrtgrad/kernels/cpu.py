@@ -311,13 +311,23 @@ def _as_ufunc(compiled: Any) -> np.ufunc:
 LOOP_WIDTHS = {"float32": 256, "float64": 512}
 
 
+def ufunc_loop_shape(signature: str) -> _compile.LoopShape:
+    """The SIMD shape of the ufunc loop with this signature, on this CPU.
+
+    Examples
+    --------
+    >>> ufunc_loop_shape("float64(float64)").width in (0, 128, 256, 512)
+    True
+    """
+    return _compile.loop_shape(LOOP_WIDTHS[signature.split("(", 1)[0]])
+
+
 def _vectorize(kernel: Callable[..., Any], signatures: list[str], options: dict[str, Any]) -> Any:
     # One loop at a time, each at its own width, then frozen like a
     # ``vectorize`` given all its signatures.
     dufunc = numba.vectorize(**options)(kernel)
     for signature in signatures:
-        width = LOOP_WIDTHS[signature.split("(", 1)[0]]
-        with _compile.preferred_vector_width(min(width, _compile.default_vector_width())):
+        with _compile.compiling_for(ufunc_loop_shape(signature)):
             dufunc.add(signature)
     dufunc.disable_compile()
     return dufunc
@@ -338,15 +348,25 @@ def _build_ufuncs() -> CpuUfuncs:
 PARALLEL_LOOP_WIDTHS = {("fused", "float32"): 256}
 
 
+def parallel_loop_shape(name: str, signature: str) -> _compile.LoopShape:
+    """The SIMD shape of one parallel loop (``forward``, ``fused``...) on this CPU.
+
+    Examples
+    --------
+    >>> parallel_loop_shape("fused", "void(float32[::1])").width <= 256
+    True
+    """
+    dtype = signature.split("(", 1)[1].split("[", 1)[0].split(",", 1)[0]
+    return _compile.loop_shape(PARALLEL_LOOP_WIDTHS.get((name, dtype), 512))
+
+
 def _parallel_loop(
     kernel: Callable[..., Any], name: str, signatures: list[str], options: dict[str, Any]
 ) -> Any:
     # One signature at a time, each at its own width, then frozen.
     dispatcher = numba.njit(parallel=True, **options)(kernel)
     for signature in signatures:
-        dtype = signature.split("(", 1)[1].split("[", 1)[0].split(",", 1)[0]
-        width = PARALLEL_LOOP_WIDTHS.get((name, dtype), 512)
-        with _compile.preferred_vector_width(min(width, _compile.default_vector_width())):
+        with _compile.compiling_for(parallel_loop_shape(name, signature)):
             dispatcher.compile(signature)
     dispatcher.disable_compile()
     return dispatcher

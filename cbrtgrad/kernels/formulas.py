@@ -74,12 +74,22 @@ _INF64 = np.int64(0x7FF0000000000000)
 _ONE64 = np.int64(0x3FF0000000000000)
 # |x| < 2^-800 is rescaled by 2^300 so that the residual terms (about
 # 2^-106 |x|) stay normal; large |x| needs no rescaling (see the Newton step).
+# The scalings are integer adds to the exponent field (exact for normal
+# operands and results, and one instruction instead of a select and a
+# multiply): 300 up for the input, 100 down for its cube root.
 _TINY64 = np.int64(0x0DF0000000000000)
 _MIN_NORMAL64 = np.int64(0x0010000000000000)
-# 2^-1074 (the subnormal unit) times _UP_SCALE
-_SUBNORMAL_SCALE = 2.0**-774
-_UP_SCALE = 2.0**300
-_UP_UNSCALE = 2.0**-100
+_UP_EXPONENT = np.int64(300 << 52)
+_DOWN_EXPONENT = np.int64(100 << 52)
+# A subnormal's bit pattern is its significand m, an integer below 2^52. Under
+# the exponent of 2^-722 those bits are 2^-722 + m 2^-774, so subtracting
+# 2^-722 leaves m 2^-774 = |x| 2^300 exactly (both operands normal), as the
+# other tiny inputs are scaled, with no int64 -> float64 conversion (see the
+# bit trick's NOTE).
+# The mask keeps the other lanes' bits finite (no flag from the subtraction).
+_SIGNIFICAND64 = np.int64((1 << 52) - 1)
+_SUBNORMAL_EXPONENT = np.int64((1023 - 722) << 52)
+_SUBNORMAL_OFFSET = 2.0**-722
 _ABS64 = np.int64(0x7FFFFFFFFFFFFFFF)
 # The gradient's refined path runs for 2^-400 <= |y| < 2^400.
 _GRAD_LO64 = np.int64(0x26F0000000000000)
@@ -87,6 +97,12 @@ _GRAD_HI64 = np.int64(0x58F0000000000000)
 # Magic constant of the inverse cube root bit trick for float64 (Moroz et al.):
 # bits(r0) = K - bits(x) / 3 gives |r0 * x^(1/3) - 1| < 0.035.
 _INV_CBRT_MAGIC64 = np.int64(0x553EF0FF289DD796)
+# NOTE: the trick runs on the high 32 bits of the pattern (sign, exponent and
+# 20 significand bits) so that the int <-> float conversions are 32-bit ones:
+# AVX2 has packed int32 <-> float64 conversions but no int64 ones (those are
+# AVX-512DQ), and LLVM turns each int64 one into a scalar conversion per lane.
+# The 32 dropped bits move the guess by under 2^-20 relative.
+_INV_CBRT_MAGIC64_HI = np.int64(0x553EF0FF)
 
 # float32 bit patterns
 _SIGN32 = np.int32(-0x80000000)
@@ -159,8 +175,9 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
     def inverse_cbrt_f64(ax):  # type: ignore[no-untyped-def]
         # |ax^(1/3) r - 1| <= 2^-31 for normal, positive, finite ax (in range
         # where ax r^3 stays normal).
-        guess = _INV_CBRT_MAGIC64 - np.int64(np.float64(f64_as_i64(ax)) * _THIRD)
-        r = i64_as_f64(guess)
+        high = np.int32(f64_as_i64(ax) >> 32)
+        guess = _INV_CBRT_MAGIC64_HI - np.int64(np.int32(np.float64(high) * _THIRD))
+        r = i64_as_f64(guess << 32)
         ax3 = ax * _THIRD
         # (ax/3 r) r^2, not ax/3 r^3: r^3 is subnormal for |x| near 2^1024.
         r = r * fma(-(ax3 * r), r * r, _FOUR_THIRDS)
@@ -181,14 +198,12 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         iax = _ONE64 if special else iax
         tiny = iax < _TINY64
         # NOTE: no arithmetic may see a subnormal operand: x86 takes a
-        # microcode assist of about 100 cycles for each. A subnormal's bit
-        # pattern, converted as an integer, is its significand: times 2^-774
-        # that is exactly |x| 2^300, as the other tiny inputs are scaled.
+        # microcode assist of about 100 cycles for each (see the constants).
         subnormal = iax < _MIN_NORMAL64
-        operand = np.float64(iax) if subnormal else i64_as_f64(iax)
-        scale = _SUBNORMAL_SCALE if subnormal else (_UP_SCALE if tiny else 1.0)
-        unscale = _UP_UNSCALE if tiny else 1.0
-        ax = operand * scale
+        offset_bits = (iax & _SIGNIFICAND64) | _SUBNORMAL_EXPONENT
+        from_subnormal = i64_as_f64(offset_bits) - _SUBNORMAL_OFFSET
+        scaled = i64_as_f64(iax + (_UP_EXPONENT if tiny else np.int64(0)))
+        ax = from_subnormal if subnormal else scaled
         r = inverse_cbrt_f64(ax)
         r2 = r * r
         y = ax * r2
@@ -197,8 +212,9 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         a = y * y
         b = fma(y, y, -a)
         residual = fma(-y, b, fma(-y, a, ax))
-        y = fma(residual, r2 * _THIRD, y) * unscale
-        iy = (ix ^ sign) if special else f64_as_i64(y)
+        y = fma(residual, r2 * _THIRD, y)
+        iy = f64_as_i64(y) - (_DOWN_EXPONENT if tiny else np.int64(0))
+        iy = (ix ^ sign) if special else iy
         return i64_as_f64(iy | sign)
 
     @jit

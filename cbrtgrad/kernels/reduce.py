@@ -57,7 +57,7 @@ def _build() -> Any:
     options = _compile.cpu_options()
     if options["fastmath"] is False:
         options["fastmath"] = {"reassoc"}  # see the module's NOTE
-    with _compile.preferred_vector_width():
+    with _compile.compiling_for(_compile.loop_shape(512)):
         return numba.njit(["float64(float32[::1])"], parallel=True, **options)(_sum_blocks)
 
 
