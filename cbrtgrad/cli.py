@@ -14,8 +14,9 @@ import numba
 import numpy as np
 import scipy
 
-from . import __version__
+from . import __version__, _isa
 from .backends import _registry
+from .kernels.cpu import loop_plan
 
 
 def _positive(text: str) -> int:
@@ -180,7 +181,8 @@ def info_lines() -> list[str]:
         f"llvmlite   {llvmlite.__version__} (LLVM {'.'.join(map(str, llvm.llvm_version_info))})",
         f"numpy      {np.__version__}",
         f"scipy      {scipy.__version__}",
-        f"cpu        {llvm.get_host_cpu_name()}; {' '.join(simd)}",
+        f"cpu        {_isa.host_isa().describe()}",
+        f"features   {' '.join(simd)}",
         f"threads    numba {numba.get_num_threads()} "
         f"(layer: {getattr(numba.config, 'THREADING_LAYER', '?')})",
         "backends:",
@@ -189,6 +191,10 @@ def info_lines() -> list[str]:
         status = _registry.availability(name)
         mark = "available  " if status.available else "unavailable"
         lines.append(f"  {name:<11} {mark} {status.reason}")
+    lines.append("kernel loops (SIMD shape on this CPU; formula):")
+    lines += [
+        f"  {loop:<27}{dtype:<9}{shape:<28}{variant}" for loop, dtype, shape, variant in loop_plan()
+    ]
     describe = getattr(_registry, "describe_auto_choice", None)
     if describe is not None:
         lines.append("automatic choice:")

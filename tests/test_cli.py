@@ -99,3 +99,17 @@ def test_bench_dask_prints_and_writes_the_rows(tmp_path, capsys, monkeypatch):
     assert seen == {"gigabytes": 0.5, "n_workers": 3, "repeat": 5}
     assert "dask, 3 workers" in capsys.readouterr().out
     assert json.loads(out.read_text())["dask_rows"][0]["gb_per_s"] == 2.0
+
+
+def test_info_prints_the_vector_isa_and_each_loops_shape(capsys):
+    from cbrtgrad._isa import host_isa
+
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert host_isa().name in out
+    assert "ufunc forward" in out and "parallel fused" in out
+    # No loop may be compiled wider than the CPU's vectors.
+    for line in out.splitlines():
+        if "-bit, interleave" in line:
+            width = int(line.split("-bit")[0].split()[-1])
+            assert width <= host_isa().vector_bits

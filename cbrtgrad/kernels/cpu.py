@@ -372,15 +372,76 @@ def _parallel_loop(
     return dispatcher
 
 
+#: The parallel loops by name, in ParallelLoops order.
+_PARALLEL_SIGNATURES = {
+    "forward": LOOP_SIGNATURES_1,
+    "backward": LOOP_SIGNATURES_2,
+    "fused": FUSED_SIGNATURES,
+    "backward_constant": CONSTANT_SIGNATURES,
+}
+
+
+#: What each loop computes, for ``cbrtgrad info`` (formulas.py has the proofs).
+_VARIANTS = {
+    ("forward", "float32"): "float32 Newton step, float64 series, exact midpoint test",
+    ("forward", "float64"): "high-word bit trick, 3 Newton steps, fma residual correction",
+    ("gradient", "float32"): "float64 quotient, exact midpoint test",
+    ("gradient", "float64"): "double-double 3y^2, one quotient correction",
+    ("paired gradient", "float32"): "one float64 division for two elements, exact midpoint test",
+}
+
+
+def _dtype_of(signature: str) -> str:
+    return "float32" if "float32" in signature else "float64"
+
+
+def loop_plan() -> list[tuple[str, str, str, str]]:
+    """Every CPU loop with its SIMD shape on this CPU and the formula it runs.
+
+    Returns
+    -------
+    list of (loop, dtype, shape, variant)
+        ``loop`` is ``"ufunc forward"``, ``"parallel fused"`` and so on.
+
+    Examples
+    --------
+    >>> plan = loop_plan()
+    >>> plan[0][:2]
+    ('ufunc forward', 'float32')
+    """
+    plan = []
+    for name, signatures in (("forward", FLOAT_SIGNATURES_1), ("gradient", FLOAT_SIGNATURES_2)):
+        for signature in signatures:
+            dtype = _dtype_of(signature)
+            shape = ufunc_loop_shape(signature).describe()
+            plan.append((f"ufunc {name}", dtype, shape, _VARIANTS[name, dtype]))
+    for name, signatures in _PARALLEL_SIGNATURES.items():
+        for signature in signatures:
+            dtype = _dtype_of(signature)
+            formula = "forward" if name == "forward" else "gradient"
+            if formula == "gradient" and dtype == "float32" and name != "fused":
+                formula = "paired gradient"
+            variant = _VARIANTS[formula, dtype]
+            if name == "fused":
+                variant = "forward then gradient per 2048-element block"
+            shape = parallel_loop_shape(name, signature).describe()
+            plan.append((f"parallel {name}", dtype, shape, variant))
+    return plan
+
+
 def _build_parallel() -> ParallelLoops:
     options = _compile.cpu_options()
+    kernels: dict[str, Callable[..., Any]] = {
+        "forward": _forward_loop_parallel,
+        "backward": _backward_loop_parallel,
+        "fused": _fused_loop_parallel,
+        "backward_constant": _backward_loop_parallel_constant,
+    }
     return ParallelLoops(
-        _parallel_loop(_forward_loop_parallel, "forward", LOOP_SIGNATURES_1, options),
-        _parallel_loop(_backward_loop_parallel, "backward", LOOP_SIGNATURES_2, options),
-        _parallel_loop(_fused_loop_parallel, "fused", FUSED_SIGNATURES, options),
-        _parallel_loop(
-            _backward_loop_parallel_constant, "backward_constant", CONSTANT_SIGNATURES, options
-        ),
+        *(
+            _parallel_loop(kernels[name], name, signatures, options)
+            for name, signatures in _PARALLEL_SIGNATURES.items()
+        )
     )
 
 
