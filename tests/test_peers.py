@@ -215,3 +215,12 @@ def test_make_plots_writes_the_peer_table_alone(tmp_path, capsys):
     first, cpu, *_ = (tmp_path / "peers_table.txt").read_text().splitlines()
     assert first.startswith("measured ") and " at commit " in first and "--peers" in first
     assert cpu == f"CPU: {host_isa().describe()}"
+
+
+def test_the_performance_page_has_its_peer_table():
+    import pathlib
+
+    docs = pathlib.Path(__file__).resolve().parents[1] / "docs"
+    first, cpu, *_ = (docs / "generated" / "peers_table.txt").read_text().splitlines()
+    assert first.startswith("measured ") and " at commit " in first and cpu.startswith("CPU: ")
+    assert "generated/peers_table.txt" in (docs / "performance.md").read_text()
