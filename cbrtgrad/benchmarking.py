@@ -19,9 +19,10 @@ from typing import Any, TextIO
 import numpy as np
 import scipy.special
 
-from . import _progress, _text, api
+from . import __version__, _progress, _text, api
+from ._isa import host_isa
 from .backends import _registry
-from .verification import cases
+from .verification import cases, ulp
 
 
 @dataclass
@@ -185,6 +186,179 @@ def format_rows(rows: list[BenchRow]) -> str:
 def rows_as_dicts(rows: list[BenchRow]) -> list[dict[str, Any]]:
     """The rows as JSON-ready dicts."""
     return [asdict(r) for r in rows]
+
+
+# -- vectorised peers (``cbrtgrad bench --peers``) --------------------------------
+
+#: Inputs per case whose error is measured against mpmath (an even stride).
+PEER_ULP_SAMPLE = 2000
+
+#: What the rows of cbrtgrad itself are called in the peer table.
+OURS = "cbrtgrad.cbrt (cpu backend)"
+
+
+@dataclass
+class PeerRow:
+    """One implementation of the forward cube root on one case of the peer table.
+
+    ``ratio`` is the peer's time over cbrtgrad's on the same inputs in the same
+    run (> 1 means cbrtgrad is faster); ``max_ulp`` is the largest error on
+    :data:`PEER_ULP_SAMPLE` of those inputs against mpmath at 200 bits. An
+    absent peer has no figures and says why in ``absent``.
+    """
+
+    implementation: str
+    library: str
+    dtype: str
+    n: int
+    threads: int | None
+    ns_per_element: float | None
+    ratio: float | None
+    max_ulp: float | None
+    absent: str = ""
+
+
+def max_ulp_error(x: np.ndarray, y: np.ndarray, sample: int = PEER_ULP_SAMPLE) -> float:
+    """Largest error in ulp of ``y = cbrt(x)`` over ``sample`` evenly spaced elements.
+
+    The reference is the exact cube root (mpmath at 200 bits,
+    :mod:`cbrtgrad.verification.ulp`); ``x`` and ``y`` must be finite there.
+
+    Examples
+    --------
+    >>> x = np.array([8.0, 2.0]); y = np.array([2.0, 1.2599210498948732])
+    >>> max_ulp_error(x, y) < 0.5
+    True
+    """
+    picks = np.unique(np.linspace(0, x.size - 1, min(sample, x.size)).astype(np.intp))
+    return float(ulp.ulp_errors(x.ravel()[picks], y.ravel()[picks], ulp.cbrt_exact).max())
+
+
+def peer_rows(
+    sizes: tuple[int, ...] = cases.BENCH_SIZES,
+    dtypes: tuple[np.dtype, ...] = cases.DTYPES,
+    repeat: int = 20,
+    sample: int = PEER_ULP_SAMPLE,
+) -> list[PeerRow]:
+    """cbrtgrad's forward (``cpu`` backend, one thread) against every vectorised peer.
+
+    For each dtype and size the same inputs (:func:`cases.bench_inputs`) go
+    through ``cbrtgrad.cbrt`` and then each peer of
+    :func:`cbrtgrad.peers.find_peers`; each time is the best of ``repeat``
+    calls (a quarter, at least 3, above 10^6 elements), each error the
+    largest over ``sample`` of the results. Absent peers get a row with the
+    reason and no figures.
+
+    Parameters
+    ----------
+    sizes : tuple of int
+        Array sizes.
+    dtypes : tuple of numpy.dtype
+        float32 and/or float64.
+    repeat : int
+        Calls per measurement.
+    sample : int
+        Results per case checked against mpmath.
+
+    Returns
+    -------
+    list of PeerRow
+        Per dtype and size: cbrtgrad's row, then one per peer.
+
+    Examples
+    --------
+    >>> rows = peer_rows(sizes=(100,), dtypes=(np.dtype(np.float64),), repeat=1, sample=10)
+    >>> rows[0].implementation, rows[0].ratio
+    ('cbrtgrad.cbrt (cpu backend)', 1.0)
+    >>> all((r.ns_per_element is None) == bool(r.absent) for r in rows)
+    True
+    """
+    from . import peers
+
+    rows: list[PeerRow] = []
+    for dtype in dtypes:
+        found = peers.find_peers(dtype)
+        for n in sizes:
+            reps = repeat if n <= 1_000_000 else max(3, repeat // 4)
+            x = cases.bench_inputs(dtype, n, seed=1)
+            out = np.empty_like(x)
+            ours = best_time(functools.partial(api.cbrt, x, out=out, backend="cpu"), reps)
+            name = f"cbrtgrad {__version__}"
+            rows.append(
+                PeerRow(
+                    OURS, name, str(dtype), n, 1, ours / n * 1e9, 1.0, max_ulp_error(x, out, sample)
+                )
+            )
+            for peer in found:
+                if not peer.available:
+                    rows.append(
+                        PeerRow(
+                            peer.label,
+                            peer.library,
+                            str(dtype),
+                            n,
+                            None,
+                            None,
+                            None,
+                            None,
+                            peer.reason,
+                        )
+                    )
+                    continue
+                out.fill(np.nan)
+                theirs = best_time(peer.timed_call(x, out), reps)
+                peer.f(x, out)
+                rows.append(
+                    PeerRow(
+                        peer.label,
+                        peer.library,
+                        str(dtype),
+                        n,
+                        peer.threads_on(x),
+                        theirs / n * 1e9,
+                        theirs / ours,
+                        max_ulp_error(x, out, sample),
+                    )
+                )
+    return rows
+
+
+def format_peer_rows(rows: list[PeerRow], host: str | None = None) -> str:
+    """The peer table as text, under a line naming the CPU and its vector ISA.
+
+    ``peer/ours`` > 1 means cbrtgrad is faster than that peer.
+
+    Examples
+    --------
+    >>> rows = [PeerRow(OURS, "cbrtgrad", "float64", 10, 1, 2.0, 1.0, 0.5),
+    ...         PeerRow("jax", "jax", "float64", 10, None, None, None, None, "not installed")]
+    >>> print(format_peer_rows(rows, host="AMD EPYC (znver3); AVX2, FMA, 256-bit vectors"))
+    CPU: AMD EPYC (znver3); AVX2, FMA, 256-bit vectors
+    dtype             n  implementation                        threads   ns/elem  peer/ours  max ulp
+    ------------------------------------------------------------------------------------------------
+    float64          10  cbrtgrad.cbrt (cpu backend)                 1     2.000       1.00    0.500
+    float64          10  jax                                         -  absent: not installed
+    """
+    header = (
+        f"{'dtype':<9}{'n':>10}  {'implementation':<37}{'threads':>8}{'ns/elem':>10}"
+        f"{'peer/ours':>11}{'max ulp':>9}"
+    )
+    lines: list[str] = []
+    for r in rows:
+        start = f"{r.dtype:<9}{r.n:>10}  {r.implementation:<37}"
+        if r.ns_per_element is None or r.ratio is None or r.max_ulp is None:
+            lines.append(f"{start}{'-':>8}  absent: {r.absent}")
+            continue
+        lines.append(
+            f"{start}{r.threads:>8}{r.ns_per_element:>10.3f}{r.ratio:>11.2f}{r.max_ulp:>9.3f}"
+        )
+    cpu = host if host is not None else host_isa().describe()
+    return f"CPU: {cpu}\n" + _text.text_table(header, lines)
+
+
+def peer_rows_as_dict(rows: list[PeerRow]) -> dict[str, Any]:
+    """The peer table as a JSON-ready dict: the CPU line and the rows."""
+    return {"cpu": host_isa().describe(), "rows": [asdict(r) for r in rows]}
 
 
 # -- ns per element against array size (``cbrtgrad bench --plot``) -------------

@@ -82,6 +82,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_plot(args)
     if args.dask:
         return cmd_bench_dask(args)
+    if args.peers:
+        return cmd_bench_peers(args)
     rows = benchmarking.run(
         sizes=tuple(args.sizes), repeat=args.repeat, backends=tuple(args.backends)
     )
@@ -133,6 +135,17 @@ def cmd_bench_plot(args: argparse.Namespace) -> int:
     print(f"plot written to {args.plot}")
     if args.json:
         _write_json(args.json, {"curve": benchmarking.curve_as_dicts(points)})
+    return 0
+
+
+def cmd_bench_peers(args: argparse.Namespace) -> int:
+    """``cbrtgrad bench --peers``: the forward against libmvec, SLEEF and jax."""
+    from . import benchmarking
+
+    rows = benchmarking.peer_rows(sizes=tuple(args.sizes), repeat=args.repeat)
+    print(benchmarking.format_peer_rows(rows))
+    if args.json:
+        _write_json(args.json, {"peers": benchmarking.peer_rows_as_dict(rows)})
     return 0
 
 
@@ -245,6 +258,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead of the table, draw ns per element against array size (needs matplotlib: "
         "the 'plot' extra) for every available host backend, np.cbrt and scipy.special.cbrt; "
         "default sizes 10 to 10^7, two per decade; --sizes and --backends override them",
+    )
+    bench.add_argument(
+        "--peers",
+        action="store_true",
+        help="instead of the table, the forward (cpu backend, one thread) against vectorised "
+        "peers: glibc libmvec and SLEEF (AVX2) and jax.numpy.cbrt, with each one's ulp error; "
+        "absent peers are listed with the reason",
     )
     bench.add_argument(
         "--dask",

@@ -7,6 +7,7 @@ and draw::
     python docs/make_plots.py               # the full run: a few minutes
     python docs/make_plots.py --quick       # fewer sizes, inputs and repeats: about a minute
     python docs/make_plots.py --exhaustive  # also the 2^32 float32 sweep (a minute on 2 cores)
+    python docs/make_plots.py --peers       # only the table of vectorised peers (peers_table.txt)
 
 The Sphinx build only reads the files written here; it measures nothing.
 Commit the regenerated files with the change that moved the numbers.
@@ -19,6 +20,7 @@ import contextlib
 import datetime
 import io
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 
@@ -46,6 +48,36 @@ def _run_cli(argv: list[str]) -> str:
     return buffer.getvalue()
 
 
+def _commit() -> str:
+    """The checked-out commit, and whether the tree differs from it."""
+    root = os.path.dirname(HERE)
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return f"{commit} (with uncommitted changes)" if dirty else commit
+
+
+def write_peers(out: str, sizes: list[int], repeat: int) -> str:
+    """Measure ``cbrtgrad bench --peers`` and write ``peers_table.txt``; returns its path.
+
+    The peer table is measured on its own (it imports jax where installed,
+    and its figures for cbrtgrad move with the kernels): its first line says
+    when, at which commit and with which command.
+    """
+    argv = ["bench", "--peers", "--sizes", *map(str, sizes), "--repeat", str(repeat)]
+    table = _run_cli(argv)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    header = f"measured {stamp} at commit {_commit()}: cbrtgrad {' '.join(argv)}"
+    path = os.path.join(out, "peers_table.txt")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(header + "\n" + table.rstrip("\n") + "\n")
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure and write the files of ``docs/generated/``; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -56,6 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="best of this many calls")
     parser.add_argument("-n", type=int, help="random inputs per dtype for verify")
     parser.add_argument("--exhaustive", action="store_true", help="also the float32 sweep")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="instead: only the table of vectorised peers (bench --peers), peers_table.txt",
+    )
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else FULL
     table_sizes = args.table_sizes or preset["table_sizes"]
@@ -63,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeat = args.repeat or preset["repeat"]
     n = args.n or preset["n"]
     os.makedirs(args.out, exist_ok=True)
+    if args.peers:
+        print(f"wrote {write_peers(args.out, table_sizes, repeat)}")
+        return 0
 
     verify = _run_cli(["verify", "-n", str(n)])
     if args.exhaustive:
