@@ -102,7 +102,10 @@ _INV_CBRT_MAGIC64 = np.int64(0x553EF0FF289DD796)
 # AVX2 has packed int32 <-> float64 conversions but no int64 ones (those are
 # AVX-512DQ), and LLVM turns each int64 one into a scalar conversion per lane.
 # The 32 dropped bits move the guess by under 2^-20 relative.
-_INV_CBRT_MAGIC64_HI = np.int64(0x553EF0FF)
+_INV_CBRT_MAGIC64_HI = np.uint64(0x553EF0FF)
+# floor(h / 3) = (h * 0xAAAAAAAB) >> 33 for every h < 2^32: one 32 x 32 -> 64
+# bit multiply (vpmuludq on AVX2), shorter than converting to float and back.
+_DIV3_MAGIC = np.uint64(0xAAAAAAAB)
 
 # float32 bit patterns
 _SIGN32 = np.int32(-0x80000000)
@@ -175,9 +178,9 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
     def inverse_cbrt_f64(ax):  # type: ignore[no-untyped-def]
         # |ax^(1/3) r - 1| <= 2^-31 for normal, positive, finite ax (in range
         # where ax r^3 stays normal).
-        high = np.int32(f64_as_i64(ax) >> 32)
-        guess = _INV_CBRT_MAGIC64_HI - np.int64(np.int32(np.float64(high) * _THIRD))
-        r = i64_as_f64(guess << 32)
+        high = np.uint64(f64_as_i64(ax)) >> np.uint64(32)
+        third = (high * _DIV3_MAGIC) >> np.uint64(33)
+        r = i64_as_f64(np.int64((_INV_CBRT_MAGIC64_HI - third) << np.uint64(32)))
         ax3 = ax * _THIRD
         # (ax/3 r) r^2, not ax/3 r^3: r^3 is subnormal for |x| near 2^1024.
         r = r * fma(-(ax3 * r), r * r, _FOUR_THIRDS)
