@@ -1,6 +1,6 @@
 """cbrtgrad: the element-wise cube root and its gradient.
 
-Correctly rounded float32, at most 0.5 + 2^-10 ulp float64, differentiable,
+Correctly rounded float32, float64 within 0.504 ulp (measured), differentiable,
 on CPU (numba), GPU (CUDA) and dask.
 
 Examples

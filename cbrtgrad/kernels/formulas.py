@@ -11,10 +11,11 @@ The algorithm is branch-free so that LLVM vectorises the ufunc loop: every
 classified on the integer bit pattern (integer compares raise no floating-point
 flags, so numpy never sees a spurious ``invalid`` or ``overflow``).
 
-float64, with error at most 0.5 + 2^-10 ulp:
+float64, measured within 0.5035 ulp (99.95 % correctly rounded on 10^6
+inputs over all binades); the estimate below is not a proof:
 
-1. ``r ~ |x|^(-1/3)`` from an exponent bit trick (``K - bits/3``, about 3.5 %
-   relative error), then three division-free Newton steps
+1. ``r ~ |x|^(-1/3)`` from an exponent bit trick (``K - bits/3`` on the high
+   32 bits of the pattern, about 3.5 % relative error), then three division-free Newton steps
    ``r <- r * (4/3 - ((x/3) r) r^2)``; each squares the error: 2^-31 after
    three. Multiplying ``(x/3) r`` first keeps every product normal up to the
    largest float64, so only tiny inputs need rescaling.
@@ -22,10 +23,11 @@ float64, with error at most 0.5 + 2^-10 ulp:
    ``a + b = y0*y0`` exactly (one ``fma``), ``x - y0*a`` is exact before its one
    rounding (``fma``; it is about 2^-30 x, so that rounding is 2^-83 x) and
    ``y0*b`` is folded in by one more ``fma``. One Newton correction
-   ``y = y0 + (x - y0^3) r^2 / 3`` follows. The correction is of the order of an
-   ulp and is computed to about 2^-30 relative, so ``y`` is the correctly
-   rounded value of ``cbrt(x)`` plus at most 2^-30 ulp before its one final
-   rounding.
+   ``y = y0 + (x - y0^3) r^2 / 3`` follows. The correction is about 2^-31
+   relative (y0 carries r's error) and is computed to about 2^-30 of itself
+   (r^2's error), about 2^-9 ulp; the Newton step's own quadratic error is
+   2^-62 relative, about 2^-10 ulp. So ``y`` is ``cbrt(x)`` within about
+   2^-8 ulp before its one final rounding: 0.5 + 2^-8 ulp in all.
 
 float32, correctly rounded for every input (checked exhaustively, all 2^32):
 
