@@ -57,7 +57,8 @@ def cbrt(
     """Element-wise real cube root, ``y = sgn(x) |x|^(1/3)``.
 
     Correctly rounded for every float32 input; in float64 measured within
-    0.504 ulp (99.95 % correctly rounded; an estimate, not a proved bound). ±0 keeps its sign; ±inf and nan are returned unchanged.
+    0.504 ulp (99.95 % correctly rounded; an estimate, not a proved
+    bound). ±0 keeps its sign; ±inf and nan are returned unchanged.
 
     Parameters
     ----------

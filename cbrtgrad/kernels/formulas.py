@@ -70,6 +70,8 @@ from typing import Any
 
 import numpy as np
 
+from .exact_rounding import make_exact_rounding
+
 # float64 bit patterns
 _SIGN64 = np.int64(-0x8000000000000000)
 _INF64 = np.int64(0x7FF0000000000000)
@@ -93,6 +95,11 @@ _SIGNIFICAND64 = np.int64((1 << 52) - 1)
 _SUBNORMAL_EXPONENT = np.int64((1023 - 722) << 52)
 _SUBNORMAL_OFFSET = 2.0**-722
 _ABS64 = np.int64(0x7FFFFFFFFFFFFFFF)
+_QUIET64 = np.int64(1 << 51)
+# The fast path's error bound is 2^-79.8 relative (docs/mathematics.md); the
+# test uses 2^-77, with room for the roundings of c +- tolerance: lanes whose
+# root may lie that close to a midpoint go to the exact path.
+_ROUNDING_TOLERANCE = 2.0**-77
 # The gradient's refined path runs for 2^-400 <= |y| < 2^400.
 _GRAD_LO64 = np.int64(0x26F0000000000000)
 _GRAD_HI64 = np.int64(0x58F0000000000000)
@@ -115,6 +122,7 @@ _INF32 = np.int32(0x7F800000)
 _ONE32 = np.int32(0x3F800000)
 _MIN_NORMAL32 = np.int32(0x00800000)
 _ABS32 = np.int32(0x7FFFFFFF)
+_QUIET32 = np.int32(1 << 22)
 # Magic constant of the float32 inverse cube root bit trick, chosen (over all
 # significands of three binades) for the smallest |x r^3 - 1| after the one
 # Newton step that follows it: 0.0070.
@@ -171,6 +179,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
     -3.0
     """
     fma = prims.fma
+    above_midpoint_cubed = make_exact_rounding(prims, jit).above_midpoint_cubed
     f64_as_i64 = prims.f64_as_i64
     i64_as_f64 = prims.i64_as_f64
     f32_as_i32 = prims.f32_as_i32
@@ -191,13 +200,13 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         return r
 
     @jit
-    def cube_root_f64(x):  # type: ignore[no-untyped-def]
+    def scaled_input_f64(x):  # type: ignore[no-untyped-def]
+        # The operand of the arithmetic: |x|, or 1.0 for the specials (±0,
+        # ±inf, nan) so that it raises no floating-point flag, scaled by
+        # 2^300 below 2^-800 (tiny). Returns (ix, sign, special, tiny, ax).
         ix = f64_as_i64(x)
         sign = ix & _SIGN64
         iax = ix ^ sign
-        # NOTE: ±0, ±inf and nan are returned as they came (sign and payload
-        # kept); the arithmetic below runs on 1.0 for them so that it raises
-        # no floating-point flag.
         # iax == 0 or iax >= inf, as one unsigned compare.
         special = np.uint64(iax - np.int64(1)) >= np.uint64(_INF64 - np.int64(1))
         iax = _ONE64 if special else iax
@@ -209,18 +218,73 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         from_subnormal = i64_as_f64(offset_bits) - _SUBNORMAL_OFFSET
         scaled = i64_as_f64(iax + (_UP_EXPONENT if tiny else np.int64(0)))
         ax = from_subnormal if subnormal else scaled
+        return ix, sign, special, tiny, ax
+
+    @jit
+    def cube_root_parts_f64(ax):  # type: ignore[no-untyped-def]
+        # y0 + c = cbrt(ax) within 2^-79.8 relative (docs/mathematics.md):
+        # y0 = ax r^2 from r within 2^-31 of ax^(-1/3), the residual
+        # ax - y0^3 almost exactly (a + b = y0^2 exactly, ax - y0 a exact
+        # inside the fma), and the Halley-order correction c = t + 2 t^2 r
+        # with t = residual r^2 / 3.
         r = inverse_cbrt_f64(ax)
         r2 = r * r
-        y = ax * r2
-        # y^3 = y*a + y*b exactly (a + b = y*y); ax - y*a is exact inside the
-        # fma and small, so its rounding and that of the y*b term are tiny.
-        a = y * y
-        b = fma(y, y, -a)
-        residual = fma(-y, b, fma(-y, a, ax))
-        y = fma(residual, r2 * _THIRD, y)
+        y0 = ax * r2
+        a = y0 * y0
+        b = fma(y0, y0, -a)
+        residual = fma(-y0, b, fma(-y0, a, ax))
+        t = residual * (r2 * _THIRD)
+        c = fma(t * (r + r), t, t)
+        return y0, c
+
+    @jit
+    def finish_f64(ix, sign, special, tiny, y):  # type: ignore[no-untyped-def]
+        # Undo the scaling, put the sign back; the specials come back as they
+        # came, a signaling nan quieted (IEEE 754, as glibc and CORE-MATH do).
         iy = f64_as_i64(y) - (_DOWN_EXPONENT if tiny else np.int64(0))
-        iy = (ix ^ sign) if special else iy
+        iax = ix ^ sign
+        quiet = _QUIET64 if iax > _INF64 else np.int64(0)
+        iy = (iax | quiet) if special else iy
         return i64_as_f64(iy | sign)
+
+    @jit
+    def cube_root_f64_fast(x):  # type: ignore[no-untyped-def]
+        # (y, hard): y is the correctly rounded cube root unless hard, which
+        # is about one input in 10^7 (the vector loops redo those lanes with
+        # cube_root_f64_exact in a second pass). Branch-free.
+        ix, sign, special, tiny, ax = scaled_input_f64(x)
+        y0, c = cube_root_parts_f64(ax)
+        # The root lies in [y0 + c - tol, y0 + c + tol]; if both ends round
+        # to the same double, so does the root (rounding is monotonic).
+        tol = y0 * _ROUNDING_TOLERANCE
+        up = y0 + (c + tol)
+        down = y0 + (c - tol)
+        hard = (up != down) & ~special
+        return finish_f64(ix, sign, special, tiny, up), hard
+
+    @jit
+    def cube_root_f64_exact(x):  # type: ignore[no-untyped-def]
+        # The correctly rounded cube root of any float64, for the lanes the
+        # fast path cannot decide: the result is y0 + c rounded or its
+        # neighbour on the side of the rounding error, and the exact sign of
+        # ax - m^3 at their midpoint m decides (kernels/exact_rounding.py).
+        ix, sign, special, tiny, ax = scaled_input_f64(x)
+        y0, c = cube_root_parts_f64(ax)
+        hi = y0 + c
+        lo = c - (hi - y0)  # exact: |y0| >= |c|
+        step = np.int64(1) if lo > 0.0 else np.int64(-1)
+        neighbour = i64_as_f64(f64_as_i64(hi) + step)
+        lower = min(hi, neighbour)
+        upper = max(hi, neighbour)
+        rounded = upper if above_midpoint_cubed(ax, lower, upper) else lower
+        return finish_f64(ix, sign, special, tiny, rounded)
+
+    @jit
+    def cube_root_f64(x):  # type: ignore[no-untyped-def]
+        # Correctly rounded, one element at a time (CUDA threads, scalar
+        # code); the CPU loops run the two passes instead.
+        y, hard = cube_root_f64_fast(x)
+        return cube_root_f64_exact(x) if hard else y
 
     @jit
     def cube_root_f32(x):  # type: ignore[no-untyped-def]
@@ -252,7 +316,9 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         m = i64_as_f64(t | _HALF_ULP32_AS_I64)
         t = t + _ULP32_AS_I64 if fma(-(m * m), m, ax) > 0.0 else t
         iy = np.int32(f32_as_i32(np.float32(i64_as_f64(t))))
-        iy = iax if special else iy
+        # A signaling nan comes back quiet (IEEE 754), its payload kept.
+        quiet = _QUIET32 if iax > _INF32 else np.int32(0)
+        iy = np.int32(iax | quiet) if special else iy
         return i32_as_f32(np.int32(iy | sign))
 
     @jit
@@ -354,6 +420,8 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
     return SimpleNamespace(
         inverse_cbrt_f64=inverse_cbrt_f64,
         cube_root_f64=cube_root_f64,
+        cube_root_f64_fast=cube_root_f64_fast,
+        cube_root_f64_exact=cube_root_f64_exact,
         cube_root_f32=cube_root_f32,
         cube_root_grad_f64=cube_root_grad_f64,
         cube_root_grad_f32=cube_root_grad_f32,

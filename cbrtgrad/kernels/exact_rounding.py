@@ -1,0 +1,128 @@
+"""Exact float64 rounding decisions for the cube root, in 64-bit integer arithmetic.
+
+The float64 kernel's fast path (:mod:`cbrtgrad.kernels.formulas`) knows the
+cube root to about 2^-80 relative; for the rare input whose root lies that
+close to a midpoint between two doubles it cannot tell which way to round.
+This module decides it exactly: with ``lower < upper`` two adjacent positive
+doubles and ``m = (lower + upper) / 2`` their midpoint, ``x > m^3`` is a
+comparison of integers of up to 166 bits, done here on 64-bit limbs that never
+overflow (so the same source runs compiled, on CUDA, and in the CUDA
+simulator, whose numpy scalars would warn on a wrapping add).
+
+Why it is exact and never ties: on the grid of the finer of the two spacings,
+``lower = L 2^e`` and ``upper = U 2^e`` with ``U = L + 1`` integers, so
+``m = M 2^(e-1)`` with ``M = L + U`` odd and below 2^55; ``m^3 = M^3 2^(3e-3)``
+with ``M^3`` odd and at least 2^159. ``x = X 2^k`` with ``X`` below 2^53, so
+``x = m^3`` would need ``X 2^(k - 3e + 3) = M^3``: an odd number of 160 or more
+bits equal to 53 bits shifted, impossible. The shift ``s = k - 3e + 3`` is
+between 109 and 113 whenever ``m^3`` is within a factor 2 of ``x`` (the
+caller's case); :func:`make_exact_rounding` asserts nothing at run time, so
+the limbs are built for any ``s`` from 65 to 127.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+_LOW32 = np.uint64(0xFFFFFFFF)
+_SHIFT32 = np.uint64(32)
+_SIGNIFICAND = np.int64((1 << 52) - 1)
+_HIDDEN = np.int64(1 << 52)
+_EXPONENT_BIAS = np.int64(1075)  # 1023 + 52: value = significand 2^(E - 1075)
+
+
+def make_exact_rounding(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> SimpleNamespace:
+    """Compile the exact midpoint test against one target's primitives.
+
+    Parameters
+    ----------
+    prims : namespace
+        ``f64_as_i64`` (the other primitives are not needed).
+    jit : callable
+        The scalar (device) function decorator of the target.
+
+    Returns
+    -------
+    types.SimpleNamespace
+        ``above_midpoint_cubed(x, lower, upper)``: whether ``x > ((lower +
+        upper) / 2)^3`` exactly, for positive normal float64 ``x`` and
+        adjacent positive normal float64 ``lower < upper``.
+
+    Examples
+    --------
+    >>> import numba
+    >>> from cbrtgrad.kernels._primitives import CPU_PRIMITIVES
+    >>> exact = make_exact_rounding(CPU_PRIMITIVES, numba.njit)
+    >>> lower = 2.0; upper = 2.0 + 2.0**-51   # m^3 = 8 + 3 * 2^-50 + ...
+    >>> bool(exact.above_midpoint_cubed(8.0 + 2.0**-49, lower, upper))
+    False
+    >>> bool(exact.above_midpoint_cubed(8.0 + 2.0**-48, lower, upper))
+    True
+    """
+    f64_as_i64 = prims.f64_as_i64
+
+    @jit
+    def mul_wide(a, b):  # type: ignore[no-untyped-def]
+        # a * b as (high, low) 64-bit halves, from four 32 x 32 -> 64 products
+        # whose partial sums stay below 2^64.
+        a0 = a & _LOW32
+        a1 = a >> _SHIFT32
+        b0 = b & _LOW32
+        b1 = b >> _SHIFT32
+        p00 = a0 * b0
+        p01 = a0 * b1
+        p10 = a1 * b0
+        p11 = a1 * b1
+        middle = (p00 >> _SHIFT32) + (p01 & _LOW32) + (p10 & _LOW32)
+        low = (p00 & _LOW32) | ((middle & _LOW32) << _SHIFT32)
+        high = p11 + (p01 >> _SHIFT32) + (p10 >> _SHIFT32) + (middle >> _SHIFT32)
+        return high, low
+
+    @jit
+    def add_carry(a, b):  # type: ignore[no-untyped-def]
+        # a + b as (sum mod 2^64, carry), without a wrapping add.
+        low = (a & _LOW32) + (b & _LOW32)
+        high = (a >> _SHIFT32) + (b >> _SHIFT32) + (low >> _SHIFT32)
+        return ((high & _LOW32) << _SHIFT32) | (low & _LOW32), high >> _SHIFT32
+
+    @jit
+    def significand_exponent(v):  # type: ignore[no-untyped-def]
+        bits = f64_as_i64(v)
+        significand = (bits & _SIGNIFICAND) | _HIDDEN
+        return np.uint64(significand), (bits >> np.int64(52)) - _EXPONENT_BIAS
+
+    @jit
+    def above_midpoint_cubed(x, lower, upper):  # type: ignore[no-untyped-def]
+        low_int, low_exp = significand_exponent(lower)
+        up_int, up_exp = significand_exponent(upper)
+        # Both on the finer grid: across a binade edge the upper one has
+        # twice the spacing.
+        exponent = min(low_exp, up_exp)
+        low_int = low_int << np.uint64(low_exp - exponent)
+        up_int = up_int << np.uint64(up_exp - exponent)
+        m = low_int + up_int  # odd, below 2^55; the midpoint is m 2^(exponent - 1)
+        # m^3 on three limbs (c2, c1, c0): m^2 = (s1, s0) < 2^110, times m.
+        s1, s0 = mul_wide(m, m)
+        q1, q0 = mul_wide(s0, m)
+        r1, r0 = mul_wide(s1, m)
+        # (limb 0 of m^3 is q0, odd)
+        c1, carry = add_carry(q1, r0)
+        c2 = r1 + carry
+        # x = X 2^k against m^3 = M^3 2^(3 exponent - 3): X << shift on limbs.
+        x_int, x_exp = significand_exponent(x)
+        shift = np.uint64(x_exp - 3 * exponent + 3)
+        # 64 <= shift < 128: X spans limbs 1 and 2; limb 0 is zero.
+        up_shift = shift - np.uint64(64)
+        keep = (np.uint64(1) << (np.uint64(64) - up_shift)) - np.uint64(1)
+        x1 = (x_int & keep) << up_shift
+        x2 = x_int >> (np.uint64(64) - up_shift)
+        # Lexicographic comparison, top limb first; limb 0 of x is 0, so a
+        # tie on limbs 2 and 1 leaves x below m^3 unless c0 is 0 (it is not:
+        # m^3 is odd).
+        return (x2 > c2) | ((x2 == c2) & (x1 > c1))
+
+    return SimpleNamespace(above_midpoint_cubed=above_midpoint_cubed)

@@ -1,0 +1,159 @@
+"""numpy ufuncs whose inner loops are cbrtgrad's own block functions.
+
+``numba.vectorize`` builds a ufunc whose inner loop calls the scalar kernel
+once per element, so a kernel cannot look at a block of results before it
+returns. The float64 cube root needs that: its branch-free fast path leaves
+about one lane in 10^7 undecided, and a second pass over just those lanes
+(:func:`cbrtgrad.kernels.cpu.forward_block_f64`) keeps the vector loop free of
+branches. This module compiles such a block function into a ufunc inner loop
+(a ``numba.cfunc`` with numpy's loop signature) and makes the ufunc from the
+loops, as numba's own ufunc builder does (``numba.np.ufunc._internal.fromfunc``).
+
+The loop hands contiguous operands to the block function as they are; strided
+ones (any step, negative, zero or unaligned, as numpy may pass) are gathered
+into a buffer of ``BUFFER`` elements, run through the same block function and
+scattered back, so every layout gives the same bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import carray, types
+from numba.extending import intrinsic
+
+from .. import _compile
+
+#: Elements gathered per step of the strided path.
+BUFFER = 1024
+
+_LOOP_SIGNATURE = types.void(
+    types.CPointer(types.voidptr),
+    types.CPointer(types.intp),
+    types.CPointer(types.intp),
+    types.voidptr,
+)
+
+
+def _element_access(numba_type: Any, llvm_type: Any) -> tuple[Any, Any]:
+    """Intrinsics loading and storing one element at a byte offset from a void pointer."""
+
+    def address(builder: Any, pointer: Any, offset: Any) -> Any:
+        byte = builder.gep(pointer, [offset])
+        return builder.bitcast(byte, llvm_type.as_pointer())
+
+    @intrinsic
+    def load(typingctx, pointer, offset):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            # align=1: numpy may pass unaligned strided operands.
+            return builder.load(address(builder, *args), align=1)
+
+        return numba_type(types.voidptr, types.intp), codegen
+
+    @intrinsic
+    def store(typingctx, pointer, offset, value):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            builder.store(args[2], address(builder, args[0], args[1]), align=1)
+            return context.get_dummy_value()
+
+        return types.void(types.voidptr, types.intp, numba_type), codegen
+
+    return load, store
+
+
+_ACCESS = {
+    np.dtype(np.float32): _element_access(types.float32, ir.FloatType()),
+    np.dtype(np.float64): _element_access(types.float64, ir.DoubleType()),
+}
+
+
+def _unary_loop(block: Any, dtype: np.dtype) -> Any:
+    """The inner loop ``y = f(x)`` of one dtype around ``block(x, y)``."""
+    load, store = _ACCESS[dtype]
+    itemsize = dtype.itemsize
+    numpy_type = dtype.type
+
+    def loop(args, dims, steps, data):  # type: ignore[no-untyped-def]
+        n = dims[0]
+        if steps[0] == itemsize and steps[1] == itemsize:
+            block(carray(args[0], (n,), numpy_type), carray(args[1], (n,), numpy_type))
+            return
+        x_buffer = np.empty(BUFFER, numpy_type)
+        y_buffer = np.empty(BUFFER, numpy_type)
+        for start in range(0, n, BUFFER):
+            count = min(BUFFER, n - start)
+            for i in range(count):
+                x_buffer[i] = load(args[0], (start + i) * steps[0])
+            block(x_buffer[:count], y_buffer[:count])
+            for i in range(count):
+                store(args[1], (start + i) * steps[1], y_buffer[i])
+
+    return loop
+
+
+def make_unary_ufunc(
+    name: str,
+    doc: str,
+    blocks: dict[np.dtype, Any],
+    shapes: dict[np.dtype, _compile.LoopShape],
+) -> np.ufunc:
+    """A unary numpy ufunc with one loop per dtype, each around a block function.
+
+    Parameters
+    ----------
+    name, doc : str
+        The ufunc's ``__name__`` and ``__doc__``.
+    blocks : dict
+        ``{dtype: block}`` with ``block(x, y)`` a numba function over 1-D
+        C-contiguous arrays (``y`` may be ``x`` itself: in place); the loops
+        are registered in this order (numpy picks the first that fits).
+    shapes : dict
+        The SIMD shape each dtype's loop is compiled with.
+
+    Returns
+    -------
+    numpy.ufunc
+
+    Examples
+    --------
+    >>> import numba
+    >>> from cbrtgrad import _compile
+    >>> @numba.njit
+    ... def twice(x, y):
+    ...     for i in range(x.shape[0]):
+    ...         y[i] = 2 * x[i]
+    >>> f64 = np.dtype(np.float64)
+    >>> double = make_unary_ufunc("double", "", {f64: twice}, {f64: _compile.loop_shape(256)})
+    >>> double(np.arange(3.0)), double(np.arange(6.0)[::-2])
+    (array([0., 2., 4.]), array([10.,  6.,  2.]))
+    """
+    from numba.np.ufunc import _internal, ufuncbuilder  # type: ignore[attr-defined]
+
+    options = _compile.cpu_options()
+    pointers = []
+    keepalive = []
+    type_numbers = []
+    for dtype, block in blocks.items():
+        with _compile.compiling_for(shapes[dtype]):
+            compiled = numba.cfunc(_LOOP_SIGNATURE, **options)(_unary_loop(block, dtype))
+        pointers.append(compiled.address)
+        keepalive.append(compiled)
+        type_numbers.append([dtype.num, dtype.num])
+    # NOTE: numba's own ufunc builder makes its ufuncs through this call
+    # (numba.np.ufunc.ufuncbuilder.UFuncBuilder.build_ufunc); a numba that
+    # moved it fails here, at the first use of the kernels, and in the tests.
+    ufunc: np.ufunc = _internal.fromfunc(
+        name,
+        doc,
+        pointers,
+        type_numbers,
+        1,
+        1,
+        [None] * len(pointers),
+        keepalive,
+        ufuncbuilder.parse_identity(None),
+    )
+    return ufunc
