@@ -1,0 +1,154 @@
+"""The float64 cube root is correctly rounded: the evidence the tests can hold.
+
+The oracle is ``cbrtgrad/verification/integer_oracle.py`` (Python integers, no floating point);
+the hard inputs are the ones ``tools/cbrt_f64_evidence.py find-hard`` found by
+searching random inputs for roots within about 2^-25 ulp of a midpoint (the
+fast path's exact-path lanes). The 10^8-input random check is in that tool
+(docs/accuracy.md gives its last result).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+
+import cbrtgrad
+from cbrtgrad.kernels import cpu
+from cbrtgrad.kernels._primitives import CPU_PRIMITIVES
+from cbrtgrad.kernels.exact_rounding import make_exact_rounding
+from cbrtgrad.verification import cases
+from cbrtgrad.verification.integer_oracle import correctly_rounded_cbrt
+
+HARD_FILE = Path(__file__).parent / "data" / "cbrt_f64_hard.txt"
+_fast = cpu.FORMULAS.cube_root_f64_fast
+
+
+@numba.njit
+def _hard_flags(values, out):  # type: ignore[no-untyped-def]
+    for i in range(values.shape[0]):
+        out[i] = _fast(values[i])[1]
+
+
+def _hard() -> tuple[np.ndarray, np.ndarray]:
+    rows = [line.split() for line in HARD_FILE.read_text().splitlines() if not line.startswith("#")]
+    x = np.array([float.fromhex(a) for a, _ in rows])
+    y = np.array([float.fromhex(b) for _, b in rows])
+    return x, y
+
+
+def test_the_oracle_agrees_with_fractions_at_the_midpoints():
+    # The oracle's own check: its result y has x between the cubes of the
+    # midpoints around y, in exact rationals.
+    rng = np.random.default_rng(5)
+    for x in np.ldexp(rng.uniform(1, 2, 300), rng.integers(-1074, 1024, 300)):
+        y = correctly_rounded_cbrt(float(x))
+        below = (Fraction(y) + Fraction(float(np.nextafter(y, 0)))) / 2
+        above = (Fraction(y) + Fraction(float(np.nextafter(y, np.inf)))) / 2
+        assert below**3 < Fraction(float(x)) < above**3
+
+
+def test_exact_midpoint_test_against_fractions():
+    above_midpoint_cubed = make_exact_rounding(CPU_PRIMITIVES, numba.njit).above_midpoint_cubed
+    rng = np.random.default_rng(0)
+    for trial in range(3000):
+        lower = float(np.ldexp(rng.uniform(1, 2), int(rng.integers(-300, 300))))
+        if trial % 5 == 0:  # just below a power of two: the spacing doubles above
+            lower = float(np.nextafter(np.ldexp(1.0, int(rng.integers(-300, 300))), 0))
+        upper = float(np.nextafter(lower, np.inf))
+        cube = ((Fraction(lower) + Fraction(upper)) / 2) ** 3
+        nearest = float(cube)
+        for x in (nearest, float(np.nextafter(nearest, 0)), float(np.nextafter(nearest, np.inf))):
+            assert bool(above_midpoint_cubed(x, lower, upper)) == (Fraction(x) > cube)
+
+
+def test_hard_inputs_list_is_exact_and_takes_the_exact_path():
+    x, y = _hard()
+    assert x.size >= 50
+    assert all(correctly_rounded_cbrt(float(a)) == b for a, b in zip(x, y, strict=True))
+    flags = np.zeros(x.size, np.bool_)
+    _hard_flags(x, flags)
+    assert flags.all()  # every one is a second-pass lane
+
+
+@pytest.mark.parametrize("backend", ["cpu", "parallel", "cuda"])
+def test_hard_inputs_on_every_backend(backend):
+    x, y = _hard()
+    if backend == "cuda":
+        # The simulator here (tests/conftest.py); a GPU with NUMBA_ENABLE_CUDASIM=0.
+        cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
+        got = cbrtgrad.cbrt(cuda.to_device(x)).copy_to_host()
+    else:
+        got = np.asarray(cbrtgrad.cbrt(x, backend=backend))
+    assert np.array_equal(got.view(np.int64), y.view(np.int64))
+
+
+def test_hard_inputs_over_all_binades_and_both_signs():
+    # cbrt(x 8^k) = cbrt(x) 2^k exactly: the same hard cases in every binade
+    # of the roots, subnormal inputs included.
+    x, y = _hard()
+    exponent = np.frexp(x)[1]
+    for k in range(-358, 342, 3):
+        shifted = exponent + 3 * k
+        keep = (shifted > -1074 + 53) & (shifted < 1024)
+        xs = np.ldexp(x[keep], 3 * k)
+        want = np.ldexp(y[keep], k)
+        got = cbrtgrad.cbrt(np.concatenate([xs, -xs]))
+        assert np.array_equal(got, np.concatenate([want, -want])), k
+
+
+def test_exact_cubes_are_exact():
+    k = np.arange(1, int(2 ** (53 / 3)) + 1, dtype=np.int64)
+    cubes = (k**3).astype(np.float64)
+    for j in (-340, -100, 0, 100, 320):  # k^3 2^(3j) stays finite and normal
+        xs = np.ldexp(cubes, 3 * j)
+        assert np.array_equal(cbrtgrad.cbrt(xs), np.ldexp(k.astype(np.float64), j))
+        assert np.array_equal(cbrtgrad.cbrt(-xs), -np.ldexp(k.astype(np.float64), j))
+
+
+def test_random_inputs_against_python_integers():
+    x = cases.random_inputs(np.dtype(np.float64), 5000, seed=11)
+    got = cbrtgrad.cbrt(x)
+    want = np.array([correctly_rounded_cbrt(float(v)) for v in x])
+    assert np.array_equal(got, want)
+
+
+def test_layouts_give_the_same_bits_on_hard_inputs():
+    x, y = _hard()
+    assert np.array_equal(cbrtgrad.cbrt(x[::-1]), y[::-1])
+    wide = np.repeat(x, 3)
+    assert np.array_equal(cbrtgrad.cbrt(wide[::3]), y)
+    inplace = x.copy()
+    cbrtgrad.cbrt(inplace, out=inplace)
+    assert np.array_equal(inplace, y)
+    two_d = np.stack([x, -x])
+    assert np.array_equal(cbrtgrad.cbrt(two_d.T), np.stack([y, -y]).T)
+
+
+def test_exact_path_is_rare():
+    # The fast path leaves about one lane in 10^7 to the exact path (2^-77
+    # tolerance); 10^6 random inputs have at most a handful.
+    x = cases.random_inputs(np.dtype(np.float64), 1_000_000, seed=12)
+    flags = np.zeros(x.size, np.bool_)
+    _hard_flags(x, flags)
+    assert flags.sum() <= 5
+
+
+@pytest.mark.parametrize(
+    ("bits", "dtype", "quiet"),
+    [
+        (0x7FF0000000000001, np.uint64, 0x7FF8000000000001),
+        (0xFFF0000000000123, np.uint64, 0xFFF8000000000123),
+        (0x7FF8000000000005, np.uint64, 0x7FF8000000000005),
+        (0x7F800001, np.uint32, 0x7FC00001),
+        (0xFF800123, np.uint32, 0xFFC00123),
+    ],
+)
+def test_signaling_nan_comes_back_quiet_with_its_payload(bits, dtype, quiet):
+    float_type = np.float64 if dtype is np.uint64 else np.float32
+    x = np.array([bits], dtype).view(float_type)
+    for backend in ("cpu", "parallel"):
+        assert int(np.asarray(cbrtgrad.cbrt(x, backend=backend)).view(dtype)[0]) == quiet
