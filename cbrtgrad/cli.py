@@ -87,8 +87,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rows = benchmarking.run(
         sizes=tuple(args.sizes), repeat=args.repeat, backends=tuple(args.backends)
     )
+    # Every table says which CPU and vector ISA its figures are from.
+    print(f"CPU: {_isa.host_isa().describe()}")
     print(benchmarking.format_rows(rows))
-    payload: dict[str, object] = {"rows": benchmarking.rows_as_dicts(rows)}
+    payload: dict[str, object] = {
+        "cpu": _isa.host_isa().describe(),
+        "rows": benchmarking.rows_as_dicts(rows),
+    }
     if args.engine:
         from .engine import bench as engine_bench
 
@@ -125,9 +130,11 @@ def cmd_bench_plot(args: argparse.Namespace) -> int:
     sizes = benchmarking.CURVE_SIZES if args.sizes == _TABLE_SIZES else tuple(args.sizes)
     backends = None if args.backends == _TABLE_BACKENDS else tuple(args.backends)
     points = benchmarking.curve(sizes=sizes, repeat=args.repeat, backends=backends)
+    print(f"CPU: {_isa.host_isa().describe()}")
     print(benchmarking.format_curve(points))
+    isa = _isa.host_isa()
     title = (
-        f"cbrtgrad {__version__} forward, {llvm.get_host_cpu_name()}, "
+        f"cbrtgrad {__version__} forward, {isa.cpu} ({isa.name}), "
         f"numba {numba.__version__} ({numba.get_num_threads()} threads), "
         f"numpy {np.__version__}, scipy {scipy.__version__}"
     )
@@ -171,6 +178,7 @@ def cmd_bench_dask(args: argparse.Namespace) -> int:
     rows = benchmarking.dask_rows(
         gigabytes=args.dask_gb, n_workers=args.workers, repeat=min(args.repeat, 5)
     )
+    print(f"CPU: {_isa.host_isa().describe()}")
     print(benchmarking.format_dask_rows(rows))
     if args.json:
         _write_json(args.json, {"dask_rows": [vars(r) for r in rows]})

@@ -11,23 +11,26 @@ The algorithm is branch-free so that LLVM vectorises the ufunc loop: every
 classified on the integer bit pattern (integer compares raise no floating-point
 flags, so numpy never sees a spurious ``invalid`` or ``overflow``).
 
-float64, measured within 0.5035 ulp (99.95 % correctly rounded on 10^6
-inputs over all binades); the estimate below is not a proof:
+float64, correctly rounded for every input (the proof is in
+docs/mathematics.md, "Correct rounding in float64"):
 
 1. ``r ~ |x|^(-1/3)`` from an exponent bit trick (``K - bits/3`` on the high
-   32 bits of the pattern, about 3.5 % relative error), then three division-free Newton steps
-   ``r <- r * (4/3 - ((x/3) r) r^2)``; each squares the error: 2^-31 after
-   three. Multiplying ``(x/3) r`` first keeps every product normal up to the
-   largest float64, so only tiny inputs need rescaling.
+   32 bits of the pattern, about 3.5 % relative error), then three
+   division-free Newton steps ``r <- r * (4/3 - ((x/3) r) r^2)``: 2^-31.5.
+   Multiplying ``(x/3) r`` first keeps every product normal up to the largest
+   float64, so only tiny inputs need rescaling.
 2. ``y0 = x r^2`` and the residual ``x - y0^3`` computed almost exactly: with
    ``a + b = y0*y0`` exactly (one ``fma``), ``x - y0*a`` is exact before its one
-   rounding (``fma``; it is about 2^-30 x, so that rounding is 2^-83 x) and
-   ``y0*b`` is folded in by one more ``fma``. One Newton correction
-   ``y = y0 + (x - y0^3) r^2 / 3`` follows. The correction is about 2^-31
-   relative (y0 carries r's error) and is computed to about 2^-30 of itself
-   (r^2's error), about 2^-9 ulp; the Newton step's own quadratic error is
-   2^-62 relative, about 2^-10 ulp. So ``y`` is ``cbrt(x)`` within about
-   2^-8 ulp before its one final rounding: 0.5 + 2^-8 ulp in all.
+   rounding and ``y0*b`` is folded in by one more ``fma`` (error 2^-80.8 x).
+3. A correction of Halley's order, ``c = t + 2 t^2 r`` with
+   ``t = residual r^2 / 3``: ``y0 + c`` is within 2^-79.8 of the root, through
+   the exact relation ``r^2 = y0 / x`` (up to one rounding), whatever r's error.
+4. The rounding test: ``y0 + (c + tol)`` and ``y0 + (c - tol)`` rounded, with
+   ``tol = 2^-77 y0``; if they agree, that is the correctly rounded root. If
+   not (about one input in 10^7), :func:`cube_root_f64_fast` says the lane is
+   hard, and :func:`cube_root_f64_exact` decides between ``y0 + c`` rounded and
+   its neighbour by the exact sign of ``x - m^3`` at their midpoint, in
+   integers (:mod:`cbrtgrad.kernels.exact_rounding`).
 
 float32, correctly rounded for every input (checked exhaustively, all 2^32):
 
