@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import cbrtgrad as cg
-from cbrtgrad.verification import cases, reference, ulp
+from cbrtgrad.verification import cases, reference, report, ulp
 
 DTYPES = cases.DTYPES
 
@@ -322,3 +322,22 @@ def test_non_finite_results_and_references():
 def test_bad_input_names_the_argument(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_verify_row_checks_the_reference_with_mpmath():
+    row = report.verify_backend("cpu", np.dtype(np.float64), 300)
+    assert row.mpmath_checked >= 3 * 300 * 0.9 and row.mpmath_max_diff < 1e-9
+    assert row.reference_agrees
+    assert "mpmath at 200 bits rechecked" in report.format_rows([row])
+
+
+def test_verify_row_fails_when_the_reference_disagrees_with_mpmath(monkeypatch):
+    measure = reference.ulp_errors
+
+    def off_by_a_little(x, y, kind="cbrt", g=1.0):
+        return measure(x, y, kind, g) + 1e-5
+
+    monkeypatch.setattr(report.reference, "ulp_errors", off_by_a_little)
+    row = report.verify_backend("numpy", np.dtype(np.float32), 200)  # a backend with no bar
+    assert not row.passed and not row.reference_agrees
+    assert "disagree" in report.format_rows([row])
