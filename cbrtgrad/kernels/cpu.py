@@ -344,7 +344,6 @@ class CpuUfuncs:
     cube_root_grad: np.ufunc
 
 
-@dataclass(frozen=True)
 class ParallelLoops:
     """Multi-threaded (``prange``) loops over 1-D C-contiguous arrays.
 
@@ -352,6 +351,10 @@ class ParallelLoops:
     single-thread ufunc here (its inner loop is not vectorised), so the
     parallel kernels are ``prange`` loops over L1-sized blocks of the same
     vectorised block loops instead; array layout is handled by the caller.
+
+    NOTE: each loop is compiled (all its signatures) on its first use, not
+    all four at once: a parallel loop takes 5 to 15 s to compile on 2 cores,
+    and most callers (``cbrtgrad verify``, a forward pass) need one or two.
 
     Attributes
     ----------
@@ -365,10 +368,23 @@ class ParallelLoops:
         ``f(g, y, dx)`` for one scalar ``g`` (the gradient of a sum).
     """
 
-    cube_root: Callable[..., None]
-    cube_root_grad: Callable[..., None]
-    cube_root_and_grad: Callable[..., None]
-    cube_root_grad_constant: Callable[..., None]
+    @property
+    def cube_root(self) -> Callable[..., None]:
+        return _parallel_cached(_forward_loop_parallel, "forward", LOOP_SIGNATURES_1)
+
+    @property
+    def cube_root_grad(self) -> Callable[..., None]:
+        return _parallel_cached(_backward_loop_parallel, "backward", LOOP_SIGNATURES_2)
+
+    @property
+    def cube_root_and_grad(self) -> Callable[..., None]:
+        return _parallel_cached(_fused_loop_parallel, "fused", FUSED_SIGNATURES)
+
+    @property
+    def cube_root_grad_constant(self) -> Callable[..., None]:
+        return _parallel_cached(
+            _backward_loop_parallel_constant, "backward_constant", CONSTANT_SIGNATURES
+        )
 
 
 _lock = threading.Lock()
@@ -520,20 +536,18 @@ def loop_plan() -> list[tuple[str, str, str, str]]:
     return plan
 
 
-def _build_parallel() -> ParallelLoops:
-    options = _compile.cpu_options()
-    kernels: dict[str, Callable[..., Any]] = {
-        "forward": _forward_loop_parallel,
-        "backward": _backward_loop_parallel,
-        "fused": _fused_loop_parallel,
-        "backward_constant": _backward_loop_parallel_constant,
-    }
-    return ParallelLoops(
-        *(
-            _parallel_loop(kernels[name], name, signatures, options)
-            for name, signatures in _PARALLEL_SIGNATURES.items()
-        )
+def _parallel_cached(kernel: Callable[..., Any], name: str, signatures: list[str]) -> Any:
+    found = _built.get(f"parallel.{name}")  # the hot path: one dict lookup
+    if found is not None:
+        return found
+    return _cached(
+        f"parallel.{name}",
+        lambda: _parallel_loop(kernel, name, signatures, _compile.cpu_options()),
     )
+
+
+def _build_parallel() -> ParallelLoops:
+    return ParallelLoops()
 
 
 def _cached(key: str, build: Callable[[], Any]) -> Any:
@@ -566,7 +580,7 @@ def ufuncs() -> CpuUfuncs:
 
 
 def parallel_loops() -> ParallelLoops:
-    """Return the multi-threaded loops, compiling them on first use.
+    """Return the multi-threaded loops, each compiled on its first use.
 
     Returns
     -------

@@ -51,9 +51,13 @@ BARS: dict[np.dtype, Bar] = {
     ),
 }
 
-#: Sizes: random inputs per dtype for ``verify`` (mpmath-checked) and for tests.
+#: Sizes: random inputs per dtype for ``verify`` and for tests.
 VERIFY_SIZE = 1_000_000
 TEST_SIZE = 20_000
+
+#: Elements of each kind (forward, both gradients) per ``verify`` row that
+#: mpmath checks the vectorised reference on.
+MPMATH_CHECK_SIZE = 2000
 
 #: Array sizes and dtypes for the speed table (bench command and asv).
 BENCH_SIZES = (100_000, 10_000_000)
