@@ -255,15 +255,29 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # (y, hard): y is the correctly rounded cube root unless hard, which
         # is about one input in 10^7 (the vector loops redo those lanes with
         # cube_root_f64_exact in a second pass). Branch-free.
-        ix, sign, special, tiny, ax = scaled_input_f64(x)
+        ix = f64_as_i64(x)
+        sign = ix & _SIGN64
+        iax = ix ^ sign
+        # iax == 0 or iax >= inf, as one unsigned compare; and with the tiny
+        # inputs (below 2^-800, subnormals included), as another.
+        special = np.uint64(iax - np.int64(1)) >= np.uint64(_INF64 - np.int64(1))
+        unusual = np.uint64(iax - _TINY64) >= np.uint64(_INF64 - _TINY64)
+        # NOTE: the specials and the tiny inputs run the arithmetic on 1.0
+        # (no flag, no subnormal operand); the tiny ones are sent to the
+        # exact path, which scales them: they are rare in data, and their
+        # scaling would cost every lane about 7 vector operations here.
+        ax = 1.0 if unusual else i64_as_f64(iax)
         y0, c = cube_root_parts_f64(ax)
         # The root lies in [y0 + c - tol, y0 + c + tol]; if both ends round
         # to the same double, so does the root (rounding is monotonic).
         tol = y0 * _ROUNDING_TOLERANCE
         up = y0 + (c + tol)
         down = y0 + (c - tol)
-        hard = (up != down) & ~special
-        return finish_f64(ix, sign, special, tiny, up), hard
+        hard = (up != down) | (unusual ^ special)
+        # The specials come back as they came, a signaling nan quieted.
+        quiet = _QUIET64 if iax > _INF64 else np.int64(0)
+        iy = (iax | quiet) if special else f64_as_i64(up)
+        return i64_as_f64(iy | sign), hard
 
     @jit
     def cube_root_f64_exact(x):  # type: ignore[no-untyped-def]
