@@ -13,8 +13,10 @@ def test_float32_random_sample_correctly_rounded():
     x = cases.random_inputs(np.dtype(np.float32), 2_000_000, seed=11)
     y = cg.cbrt(x)
     assert is_correctly_rounded(x, y).all()
-    # scipy computes float32 in double and rounds once: correctly rounded too.
-    np.testing.assert_array_equal(y, scipy.special.cbrt(x))
+    # An independent cross-check of the exact checker: scipy computes float32
+    # in double and rounds once (0.5 ulp measured, but double rounding gives it
+    # no bit-exact guarantee), so it is held to the neighbour at most.
+    np.testing.assert_array_max_ulp(y, scipy.special.cbrt(x), maxulp=1)
 
 
 def test_float32_mpmath_sample():
@@ -27,7 +29,7 @@ def test_float64_mpmath_sample_within_bar():
     x = cases.random_inputs(np.dtype(np.float64), cases.TEST_SIZE, seed=13)
     errors = ulp.ulp_errors(x, cg.cbrt(x), ulp.cbrt_exact)
     assert errors.max() <= cases.BARS[np.dtype(np.float64)].forward_max_ulp
-    # Nearly always correctly rounded (np.cbrt with SVML: 0.536 ulp at worst).
+    # Nearly always correctly rounded (np.cbrt: 0.536 ulp at worst with SVML, 3.04 with glibc).
     assert np.mean(errors <= 0.5) > 0.999
 
 
@@ -63,6 +65,14 @@ def test_checker_rejects_a_neighbour():
     wrong = np.nextafter(y, np.float32(np.inf))
     assert not is_correctly_rounded(x, wrong).any()
     assert not is_correctly_rounded(x, -y).any()
+
+
+@pytest.mark.slow
+def test_exhaustive_float32_sweep():
+    # All 2^32 bit patterns, as `cbrtgrad verify --exhaustive` (35 s on 2 idle cores).
+    result = sweep(progress=False)
+    assert result.checked == 1 << 32
+    assert result.correctly_rounded, result.failing_inputs
 
 
 def test_sweep_rejects_bad_range():

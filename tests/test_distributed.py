@@ -122,7 +122,7 @@ def _spill_metrics(dask_worker):  # type: ignore[no-untyped-def]
 
 def _check_block(x, y, dx):  # type: ignore[no-untyped-def]
     # The single-machine computation of this chunk, in numpy on the worker,
-    # and the independent oracle np.cbrt (SVML float32: within 1.93 ulp, so a
+    # and the independent oracle np.cbrt (float32 within 1.93 ulp with SVML, 0.89 with glibc, so a
     # relative 3 * 2^-23).
     y_ref = cg.cbrt(x, backend="cpu")
     dx_ref = cg.cbrt_grad(np.float32(1.0), y_ref, backend="cpu")

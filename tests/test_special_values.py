@@ -1,4 +1,4 @@
-"""Special values exactly as np.cbrt, and the gradient's IEEE behaviour at y = 0."""
+"""Special values exact (known roots, not a libm's); the gradient's IEEE behaviour at y = 0."""
 
 import warnings
 

@@ -3,8 +3,8 @@
 ``peakmem_`` records the process's peak RSS over a loop; ``track_`` records
 how much resident memory (``/proc/self/statm``) and ``tracemalloc``'s live
 Python allocations grew over it. A leak shows as growth proportional to the
-loop length; flat code stays near 0. (The 10^5-cycle ``peakmem_cycles`` of
-the engine is in bench_engine.py.)
+loop length; flat code stays near 0. (The engine's ``peakmem_cycles`` is in
+bench_engine.py; tests/test_memory.py runs the 10^5-cycle loops with bars.)
 """
 
 import gc
@@ -24,10 +24,21 @@ def _rss():
         raise NotImplementedError("no /proc/self/statm on this platform") from None
 
 
-class LargeArrayCalls:
-    """10^4 calls on 10^5-element float32 arrays, per backend."""
+#: Rounds of three large-array calls, and build-and-backward cycles: one lost
+#: 400 kB array per call would add 240 MB, 100 bytes a cycle 2 MB.
+ROUNDS = 200
+CYCLES = 20_000
 
-    params = (["cpu", "numpy", "parallel"],)
+
+class LargeArrayCalls:
+    """``3 * ROUNDS`` calls on 10^5-element float32 arrays, per backend.
+
+    NOTE: not the parallel backend, whose loops each benchmark process would
+    compile again (20 to 30 s, see ``benchmarks/__init__.py``); its memory is
+    exercised by tests/test_concurrency.py.
+    """
+
+    params = (["cpu", "numpy"],)
     param_names = ["backend"]
     timeout = 300
 
@@ -44,12 +55,12 @@ class LargeArrayCalls:
             cg.cbrt_and_grad(self.x, self.g, backend=backend)
 
     def peakmem_large_calls(self, backend):
-        self._loop(backend, 3_333)
+        self._loop(backend, ROUNDS)
 
     def track_rss_growth_large_calls(self, backend):
         gc.collect()
         before = _rss()
-        self._loop(backend, 3_333)
+        self._loop(backend, ROUNDS)
         gc.collect()
         return _rss() - before
 
@@ -57,7 +68,7 @@ class LargeArrayCalls:
 
 
 class BuildBackwardCycles:
-    """Growth over 10^5 build-and-backward cycles (RSS) and 10^4 (tracemalloc)."""
+    """Growth over ``CYCLES`` build-and-backward cycles (RSS) and a tenth of them (tracemalloc)."""
 
     timeout = 300
 
@@ -73,7 +84,7 @@ class BuildBackwardCycles:
     def track_rss_growth_cycles(self):
         gc.collect()
         before = _rss()
-        self._loop(100_000)
+        self._loop(CYCLES)
         gc.collect()
         return _rss() - before
 
@@ -82,7 +93,7 @@ class BuildBackwardCycles:
     def track_tracemalloc_growth_cycles(self):
         gc.collect()
         tracemalloc.start()
-        self._loop(10_000)
+        self._loop(CYCLES // 10)
         gc.collect()
         live = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()

@@ -96,16 +96,41 @@ def special_values(dtype: np.dtype) -> np.ndarray:
     return np.concatenate([values, -values, np.array([np.nan, -np.nan], dtype)])
 
 
-def expected_special(dtype: np.dtype) -> np.ndarray:
-    """``np.cbrt``-compatible results for :func:`special_values` where they are exact.
+#: Magnitudes of :func:`special_values` whose cube root is exact, and that root.
+EXACT_ROOTS: dict[float, float] = {
+    0.0: 0.0,
+    np.inf: np.inf,
+    1.0: 1.0,
+    8.0: 2.0,
+    27.0: 3.0,
+    0.125: 0.5,
+}
 
-    The ones that must match bit for bit (zeros, infinities, exact cubes);
-    nan positions hold nan. Others are compared in ulp like any input.
+
+def expected_special(dtype: np.dtype) -> np.ndarray:
+    """The exact results for :func:`special_values` where they are representable.
+
+    Zeros, infinities and exact cubes (:data:`EXACT_ROOTS`), with the input's
+    sign; every other position (nan, extremes, subnormals, the neighbours of
+    1) holds nan, and those are compared in ulp like any input.
+
+    NOTE: the expected values are known exactly, not taken from ``np.cbrt``:
+    numpy's result is the platform's libm where SVML is not used (every CPU
+    without AVX-512), and glibc's ``cbrt`` gives ``cbrt(27) = 3.0000000000000004``
+    and ``cbrt(0.125) = 0.49999999999999994``.
+
+    Examples
+    --------
+    >>> x = special_values(np.dtype(np.float64))
+    >>> y = expected_special(np.dtype(np.float64))
+    >>> [(float(a), float(b)) for a, b in zip(x, y) if a in (27.0, -0.125)]
+    [(27.0, 3.0), (-0.125, -0.5)]
     """
     x = special_values(dtype)
     y = np.full_like(x, np.nan)
-    exact = np.isin(np.abs(x), np.array([0, np.inf, 1, 8, 27, 0.125], dtype))
-    y[exact] = np.cbrt(x[exact].astype(np.float64)).astype(dtype)
+    for magnitude, root in EXACT_ROOTS.items():
+        at = np.abs(x) == dtype.type(magnitude)
+        y[at] = np.copysign(dtype.type(root), x[at])
     return y
 
 
