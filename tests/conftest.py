@@ -8,10 +8,18 @@ Hypothesis profiles: ``ci`` (chosen when ``CI`` is set) is derandomized, so a
 CI failure replays on any machine; ``dev`` draws fresh examples each run.
 Neither has a deadline: the machines are shared and the first call of a
 kernel compiles it. ``HYPOTHESIS_PROFILE`` picks one explicitly.
+
+Tests marked ``slow`` (minutes: the exhaustive float32 sweep, the bounded
+fuzz run, the 10^5-cycle memory loops, the whole asv suite) are skipped by
+default, so that ``python -m pytest`` stays within a few minutes on 2 cores.
+``python -m pytest -m slow`` runs only them (the nightly run), ``--run-slow``
+everything; any ``-m`` expression decides by itself. They are skipped rather
+than deselected, so a file of slow tests alone still collects (no exit 5).
 """
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
@@ -20,3 +28,21 @@ _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile("ci", derandomize=True, deadline=None, suppress_health_check=_QUIET)
 settings.register_profile("dev", deadline=None, suppress_health_check=_QUIET)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        default=False,
+        help="also run the tests marked slow (skipped by default; -m slow runs only them)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow") or config.getoption("markexpr"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with `python -m pytest -m slow` or --run-slow")
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)

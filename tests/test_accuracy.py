@@ -67,6 +67,14 @@ def test_checker_rejects_a_neighbour():
     assert not is_correctly_rounded(x, -y).any()
 
 
+@pytest.mark.slow
+def test_exhaustive_float32_sweep():
+    # All 2^32 bit patterns, as `cbrtgrad verify --exhaustive` (35 s on 2 idle cores).
+    result = sweep(progress=False)
+    assert result.checked == 1 << 32
+    assert result.correctly_rounded, result.failing_inputs
+
+
 def test_sweep_rejects_bad_range():
     with pytest.raises(ValueError, match="start and stop"):
         sweep(5, 2, progress=False)
