@@ -37,7 +37,9 @@ def test_plot_defaults_to_every_host_backend(tmp_path, capsys):
     # device arrays only, so the curve leaves it out.
     png = tmp_path / "c.png"
     assert cli.main(["bench", "--plot", str(png), "--sizes", "32", "--repeat", "1"]) == 0
-    header = capsys.readouterr().out.splitlines()[0]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("CPU: ")  # every table says its CPU and ISA
+    header = lines[1]
     hosts = benchmarking.host_backends()
     assert "cuda" not in hosts and {"cpu", "numpy", "parallel"} <= set(hosts)
     for name in hosts:
