@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import cbrtgrad
@@ -141,3 +142,31 @@ def test_make_plots_writes_the_page_figures(tmp_path, capsys):
     committed = ("verify_table.txt", "exhaustive.txt", "bench_table.txt", "bench_curve.txt")
     for name in (*committed, "machine.txt", "bench_curve.png"):
         assert (DOCS / "generated" / name).is_file()
+
+
+def test_documented_accuracy_is_the_verification_bars():
+    # The bounds the README, the api docstring and the accuracy page state
+    # are the ones cbrtgrad.verification.cases.BARS holds (and verify checks).
+    from cbrtgrad.verification.cases import BARS
+
+    f32, f64 = BARS[np.dtype(np.float32)], BARS[np.dtype(np.float64)]
+    both_correctly_rounded = f32.forward_correctly_rounded and f64.forward_correctly_rounded
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split("\n\n")[1].split())
+    claim = "correctly rounded in float32" in readme and "and in float64" in readme
+    assert claim == both_correctly_rounded
+    api_doc = " ".join(cbrtgrad.cbrt.__doc__.split())
+    assert ("Correctly rounded for every float32 and float64 input" in api_doc) == (
+        both_correctly_rounded
+    )
+    page = (DOCS / "accuracy.md").read_text(encoding="utf-8")
+    paragraph = " ".join(page.split("The bars are stated once", 1)[1].split("\n\n")[0].split())
+    stated = {float(v) for v in re.findall(r"(\d+(?:\.\d+)?) ulp", paragraph)}
+    bars = {
+        value
+        for bar in (f32, f64)
+        for value in (bar.forward_max_ulp, bar.grad_max_ulp, bar.grad_given_y_max_ulp)
+    }
+    assert stated and stated <= bars | {0.5}
+    if both_correctly_rounded:
+        assert f32.forward_max_ulp == f64.forward_max_ulp == 0.5
+        assert "float32 and float64 forward correctly rounded (0.5 ulp)" in paragraph
