@@ -50,10 +50,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     status = 0
     rows = report.verify(args.n, args.backends)
+    # The numpy rows (np.cbrt: SVML or the platform's libm) depend on the CPU.
+    print(f"CPU: {_isa.host_isa().describe()}")
     print(report.format_rows(rows))
     if not all(r.passed for r in rows):
         status = 1
-    payload: dict[str, object] = {"rows": report.rows_as_dicts(rows)}
+    payload: dict[str, object] = {
+        "cpu": _isa.host_isa().describe(),
+        "rows": report.rows_as_dicts(rows),
+    }
     if args.exhaustive:
         print("\nExhaustive float32 sweep (all 2^32 inputs, exact midpoint test):")
         result = exhaustive.sweep(progress=not args.no_progress)
