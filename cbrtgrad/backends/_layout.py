@@ -129,25 +129,6 @@ def call_ufunc(
     return out
 
 
-def is_device_array(x: Any) -> bool:
-    """Whether ``x`` lives in GPU memory (CUDA array interface or the simulator).
-
-    NOTE: the CUDA simulator's ``FakeCUDAArray`` has no
-    ``__cuda_array_interface__``; it is recognised by its class, without
-    importing ``numba.cuda`` (which is slow and optional).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> is_device_array(np.ones(2)), is_device_array(3.0)
-    (False, False)
-    """
-    if hasattr(x, "__cuda_array_interface__"):
-        return True
-    cls = type(x)
-    return cls.__name__ == "FakeCUDAArray" and cls.__module__.startswith("numba.cuda.simulator")
-
-
 def _flat(a: np.ndarray, order: str) -> np.ndarray:
     # A 1-D view in memory order; ``a`` is contiguous in ``order`` here.
     return a.reshape(-1, order=order)  # type: ignore[call-overload]

@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 
 from .. import _config
-from ._layout import is_device_array
+from .._array_kinds import is_dask_array, is_device_array
 from ._protocol import Availability, Backend
-from .dask_blocks import is_dask_array
 
 #: name -> "module:Class". Adding a backend is one file and one line here.
 _BACKENDS: dict[str, str] = {

@@ -29,8 +29,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _config, _dtypes
+from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
-from ._layout import apply_elementwise, fused_outputs, is_device_array
+from ._layout import apply_elementwise, fused_outputs
 from ._protocol import Availability
 
 #: The most elements one vForce call can take (its length is a C ``int``).

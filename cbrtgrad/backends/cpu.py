@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
-from ._layout import CONSTANT_MIN, call_ufunc, constant_operand, fused_outputs, is_device_array
+from ._layout import CONSTANT_MIN, call_ufunc, constant_operand, fused_outputs
 from ._protocol import Availability
 
 

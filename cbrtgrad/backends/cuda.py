@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import _dtypes
-from ._layout import is_device_array
+from .._array_kinds import is_device_array
 from ._protocol import Availability
 
 _HOST_HINT = (

@@ -22,31 +22,8 @@ from typing import Any
 import numpy as np
 
 from .. import _dtypes
-from ._layout import is_device_array
+from .._array_kinds import is_dask_array, is_device_array
 from ._protocol import Availability
-
-
-def is_dask_array(x: Any) -> bool:
-    """Whether ``x`` is a ``dask.array.Array``, without importing dask.
-
-    Parameters
-    ----------
-    x : object
-        Any value.
-
-    Returns
-    -------
-    bool
-        True for a dask array.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> is_dask_array(np.ones(2)), is_dask_array([1.0])
-    (False, False)
-    """
-    cls = type(x)
-    return cls.__name__ == "Array" and cls.__module__.startswith("dask.array")
 
 
 def _backend(name: str) -> Any:

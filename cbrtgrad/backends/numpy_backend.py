@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ._layout import fused_outputs, is_device_array
+from .._array_kinds import is_device_array
+from ._layout import fused_outputs
 from ._protocol import Availability
 
 

@@ -15,15 +15,10 @@ from typing import Any
 import numpy as np
 
 from .. import _dtypes
+from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
 from ..kernels import reduce as reduce_kernels
-from ._layout import (
-    apply_elementwise,
-    constant_operand,
-    fused_outputs,
-    is_device_array,
-    same_view,
-)
+from ._layout import apply_elementwise, constant_operand, fused_outputs, same_view
 from ._protocol import Availability
 
 #: Full sums of float32 arrays from this size use the multi-threaded kernel;

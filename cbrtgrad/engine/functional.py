@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from .._array_kinds import is_dask_array
 from . import grad_mode
 from .graph import grad_of
-from .tensor import Tensor, is_lazy
+from .tensor import Tensor
 
 
 def _argnums(argnums: Any) -> tuple[tuple[int, ...], bool]:
@@ -33,7 +34,7 @@ def _prepare(arg: Any, index: int) -> tuple[Tensor, bool]:
         if arg._requires_grad and grad_mode.grad_enabled():
             return arg, True  # nested inside another transformation: keep the graph
         return Tensor(arg._data, requires_grad=True), False
-    array = arg if is_lazy(arg) else np.asarray(arg)
+    array = arg if is_dask_array(arg) else np.asarray(arg)
     if array.dtype.kind != "f":
         raise TypeError(
             f"cbrtgrad: grad needs float arguments; argument {index} has dtype {array.dtype} "

@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from .._array_kinds import is_dask_array
 from . import grad_mode
 from . import tensor as _tensor_module
 from .node import Node
-from .tensor import Tensor, is_lazy
+from .tensor import Tensor
 
 #: Serialises writes of leaves' ``.grad`` (see :func:`backward`).
 _ACCUMULATE_LOCK = threading.Lock()
@@ -185,7 +186,7 @@ def _seed(root: Tensor, gradient: Any, create_graph: bool) -> Any:
         if data.ndim:
             seed = seed.reshape(data.shape)
     else:
-        lazy = isinstance(gradient, Tensor) or is_lazy(gradient)
+        lazy = isinstance(gradient, Tensor) or is_dask_array(gradient)
         seed = gradient if lazy else np.asarray(gradient)
         if seed.dtype.kind != "f":
             raise TypeError(f"cbrtgrad: gradient must have a float dtype, got {seed.dtype}")
@@ -262,7 +263,7 @@ def _accumulate(leaf: Tensor, g: Any, fresh: bool) -> None:
         return
     if g.shape != data.shape:
         g = np.broadcast_to(g, data.shape)
-    if type(g) is not np.ndarray and is_lazy(g):
+    if type(g) is not np.ndarray and is_dask_array(g):
         # A dask graph cannot alias anything: no copy, only the cast.
         if g.dtype != data.dtype:
             g = g.astype(data.dtype)
@@ -311,7 +312,7 @@ def grad_of(
         key = t.grad_fn if t.grad_fn is not None else t
         g = leaves.get(key)
         if g is None:
-            if is_lazy(t._data):
+            if is_dask_array(t._data):
                 import dask.array as da
 
                 zeros = da.zeros_like(t._data)
@@ -321,7 +322,7 @@ def grad_of(
         elif isinstance(g, Tensor):
             if g.dtype != t.dtype:
                 g = g.astype(t.dtype)
-        elif is_lazy(g):
+        elif is_dask_array(g):
             if g.shape != t.shape:
                 g = np.broadcast_to(g, t.shape)
             if g.dtype != t.dtype:

@@ -8,8 +8,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._array_kinds import is_dask_array
 from .schema import OpSchema
-from .tensor import Tensor, is_lazy, version_check
+from .tensor import Tensor, version_check
 
 #: Broadcast gradients up to this many elements are materialised (see expand).
 _MATERIALISE_MAX = 4096
@@ -110,7 +111,7 @@ def reduce_to(g: Any, shape: tuple[int, ...]) -> Any:
     axes = tuple(range(lead)) + tuple(
         i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1
     )
-    if type(g) is not np.ndarray and is_lazy(g):
+    if type(g) is not np.ndarray and is_dask_array(g):
         return g.sum(axis=axes, keepdims=True).reshape(shape)
     return np.add.reduce(g, axis=axes, keepdims=True).reshape(shape)
 
@@ -127,7 +128,7 @@ def expand(g: Any, shape: tuple[int, ...], chunks: Any = None) -> Any:
         from .ops import broadcast_to
 
         return broadcast_to(g, shape)
-    if chunks is not None or (type(g) is not np.ndarray and is_lazy(g)):
+    if chunks is not None or (type(g) is not np.ndarray and is_dask_array(g)):
         import dask.array as da
 
         return da.broadcast_to(g, shape, chunks=chunks)

@@ -17,13 +17,14 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from .. import _dtypes, api
+from .._array_kinds import is_dask_array
 from ..backends import _registry
 from . import grad_mode
 from . import tensor as _tensor_module
 from .node import Node, expand, next_sequence_nr, reduce_to
 from .node import reshape as reshape_grad
 from .schema import AmpPolicy, OpSchema
-from .tensor import Tensor, is_lazy, version_check
+from .tensor import Tensor, version_check
 
 _NATIVE = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 _F16 = np.dtype(np.float16)
@@ -42,7 +43,7 @@ def _operand(value: Any, name: str) -> Any:
     """A Tensor, a real scalar or an ndarray (or dask array) constant; else a TypeError."""
     if isinstance(value, (Tensor, float, int)):
         return value
-    if is_lazy(value):
+    if is_dask_array(value):
         _dtypes.compute_dtype(value.dtype, name)
         return value
     if isinstance(value, (np.ndarray, np.generic, list, tuple)):
@@ -100,7 +101,7 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
             else:
                 arrays.append(t)
         data = cls.dispatch(backend, *arrays, **params)  # type: ignore[attr-defined]
-    if type(data) is not np.ndarray and (isinstance(data, np.generic) or not is_lazy(data)):
+    if type(data) is not np.ndarray and (isinstance(data, np.generic) or not is_dask_array(data)):
         # NOTE: hot path: ndarray first, then the numpy scalars that reductions
         # return, and only then the dask probe.
         data = np.asarray(data)
@@ -127,7 +128,7 @@ def _to_compute(g: Any, y: Any) -> tuple[Any, Any]:
     dt = y.dtype
     if g.dtype == dt and dt in _NATIVE:
         return g, y
-    if is_lazy(g) or is_lazy(y):
+    if is_dask_array(g) or is_dask_array(y):
         return g, y  # the dask backend casts inside each chunk's task
     compute = _dtypes.result_dtype(g, y, argument="g, y")
     return np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
@@ -239,7 +240,7 @@ def cbrt(
         api._check_where(where)
     if out is None:
         y = chosen.cube_root(x._data, where=where)
-        return Tensor._make(y if type(y) is np.ndarray or is_lazy(y) else np.asarray(y), None)
+        return Tensor._make(y if type(y) is np.ndarray or is_dask_array(y) else np.asarray(y), None)
     if type(out) is not Tensor:
         raise TypeError(f"cbrtgrad: out must be a Tensor, got {type(out).__name__}")
     chosen.cube_root(x._data, out=out._data, where=where)
@@ -410,7 +411,7 @@ class CastBackward(Node):
 
     @staticmethod
     def dispatch(backend: Any, a: Any, *, dtype: np.dtype) -> Any:
-        return a.astype(dtype) if is_lazy(a) else np.asarray(a).astype(dtype)
+        return a.astype(dtype) if is_dask_array(a) else np.asarray(a).astype(dtype)
 
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
@@ -446,7 +447,7 @@ class SumBackward(Node):
 
     @staticmethod
     def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: Any) -> Any:
-        if type(a) is not np.ndarray and is_lazy(a):
+        if type(a) is not np.ndarray and is_dask_array(a):
             return a.sum(axis=axis, keepdims=keepdims)  # dask has no ufunc.reduce
         # A backend may bring its own sum (the parallel one: large float32
         # sums on all threads, in float64); the others are numpy's. NOTE:
@@ -468,7 +469,7 @@ class SumBackward(Node):
         shape = data.shape
         axis = params["axis"]
         self.in_shape = shape
-        self.chunks = data.chunks if type(data) is not np.ndarray and is_lazy(data) else None
+        self.chunks = data.chunks if type(data) is not np.ndarray and is_dask_array(data) else None
         if axis is None:
             self.kept_shape = (1,) * len(shape)
         else:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _dtypes
-from ..backends.dask_blocks import is_dask_array as is_lazy
+from .._array_kinds import is_dask_array
 from . import grad_mode
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class _LazyVersion:
 def version_check(t: Tensor) -> tuple[Any, int]:
     """``(counter, value now)`` for a node to check a saved tensor against later."""
     data = t._data
-    if type(data) is not np.ndarray and is_lazy(data):
+    if type(data) is not np.ndarray and is_dask_array(data):
         return _LazyVersion(t._version, data), t._version.value
     return t._version, t._version.value
 
@@ -175,7 +175,7 @@ class Tensor:
     def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
         if isinstance(data, Tensor):
             data = data._data
-        array = data if is_lazy(data) else np.asarray(data)
+        array = data if is_dask_array(data) else np.asarray(data)
         _dtypes.compute_dtype(array.dtype, "data")
         self._data = array
         self.grad = None
@@ -203,7 +203,7 @@ class Tensor:
 
         For dask data: the (lazy) dask array itself.
         """
-        if is_lazy(self._data):
+        if is_dask_array(self._data):
             return self._data
         view = self._data.view(_DataView)
         view._version = self._version
@@ -213,7 +213,7 @@ class Tensor:
     def data(self, value: Any) -> None:
         if isinstance(value, _DataView) and value._version is self._version:
             return  # ``t.data += 1`` wrote in place and already bumped the version
-        array = value if is_lazy(value) else np.asarray(value)
+        array = value if is_dask_array(value) else np.asarray(value)
         _dtypes.compute_dtype(array.dtype, "data")
         self._data = array
         self._version.value += 1
@@ -278,7 +278,7 @@ class Tensor:
 
         Dask data is computed (``.data`` keeps it lazy).
         """
-        if is_lazy(self._data):
+        if is_dask_array(self._data):
             view = np.asarray(self._data)
             view.flags.writeable = False
             return view
@@ -299,7 +299,7 @@ class Tensor:
 
     def __repr__(self) -> str:
         # A dask array is shown as dask shows it: printing must not compute it.
-        if is_lazy(self._data):
+        if is_dask_array(self._data):
             body = repr(self._data)
         else:
             body = np.array2string(self._data, separator=", ", prefix="Tensor(")
@@ -394,7 +394,7 @@ class Tensor:
             raise ValueError(
                 f"cbrtgrad: in-place result has shape {new.shape}; expected {self.shape}"
             )
-        if is_lazy(self._data) or is_lazy(new._data):
+        if is_dask_array(self._data) or is_dask_array(new._data):
             # A dask graph is never written to: the tensor is rebound to the
             # new lazy values (cast as copyto would), and the version bump
             # makes a backward through the old saved values fail loudly.
@@ -546,7 +546,7 @@ class Tensor:
 
 
 def _lazy_like(value: Any, like: Any) -> Any:
-    if is_lazy(value):
+    if is_dask_array(value):
         return value
     import dask.array as da
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import cbrtgrad
+from cbrtgrad._array_kinds import is_device_array
 from cbrtgrad.backends import get_backend
-from cbrtgrad.backends._layout import is_device_array
 
 from ._cases import DTYPES, cases, same_bits
 
