@@ -15,7 +15,7 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @dataclass(frozen=True)
-class Bar:
+class AccuracyBar:
     """Accuracy bars for one dtype, in ulp.
 
     ``grad_max_ulp`` is against the exact derivative at ``x``,
@@ -26,7 +26,7 @@ class Bar:
     of the derivative at ``x`` everywhere: ``y``'s half-ulp error, doubled by
     ``1/y^2`` and stretched by the change of binade, reaches 1.73 ulp of the
     result before the final rounding's 0.5 (see ``kernels/formulas.py``). The
-    float32 bar is that bound, 2.23, and the kernel's own error is barred at
+    float32 bar is that bound, 2.23, and the kernel's own error is held to
     half an ulp (plus the 2^-29 of rounding twice).
     """
 
@@ -36,8 +36,8 @@ class Bar:
     forward_correctly_rounded: bool
 
 
-BARS: dict[np.dtype, Bar] = {
-    np.dtype(np.float32): Bar(
+BARS: dict[np.dtype, AccuracyBar] = {
+    np.dtype(np.float32): AccuracyBar(
         forward_max_ulp=0.5,
         grad_max_ulp=2.23,
         grad_given_y_max_ulp=0.5 + 2.0**-20,
@@ -45,7 +45,7 @@ BARS: dict[np.dtype, Bar] = {
     ),
     # float64 forward: correctly rounded (docs/mathematics.md); the gradient
     # given y is about half an ulp, not yet proved correctly rounded.
-    np.dtype(np.float64): Bar(
+    np.dtype(np.float64): AccuracyBar(
         forward_max_ulp=0.5,
         grad_max_ulp=3.0,
         grad_given_y_max_ulp=0.52,

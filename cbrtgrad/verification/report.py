@@ -36,7 +36,7 @@ from ..backends import _registry
 from . import cases, reference, ulp
 
 #: Backends that run cbrtgrad's own formula and must meet the bars.
-BARRED_BACKENDS = ("cpu", "parallel", "cuda")
+BACKENDS_WITH_BARS = ("cpu", "parallel", "cuda")
 
 #: Largest disagreement, in ulp, allowed between the vectorised reference and
 #: mpmath (relative to the error itself above 1 ulp).
@@ -59,7 +59,7 @@ class Row:
     special_mismatches: int
     grad_max_ulp: float
     grad_given_y_max_ulp: float
-    barred: bool
+    has_bars: bool
     passed: bool
     mpmath_checked: int = 0
     mpmath_max_diff: float = 0.0
@@ -160,7 +160,7 @@ def verify_backend(backend: str, dtype: np.dtype, n: int, seed: int = 0) -> Row:
     checked = sum(c[0] for c in checks)
     max_diff = max(c[1] for c in checks)
     bar = cases.BARS[dtype]
-    barred = backend in BARRED_BACKENDS
+    has_bars = backend in BACKENDS_WITH_BARS
     specials = _special_mismatches(backend, dtype)
     fwd_max = float(errors.max(initial=0.0))
     grad_max = float(grad_errors.max(initial=0.0))
@@ -171,7 +171,7 @@ def verify_backend(backend: str, dtype: np.dtype, n: int, seed: int = 0) -> Row:
         and given_max <= bar.grad_given_y_max_ulp
         and specials == 0
     )
-    passed = (within_bars or not barred) and max_diff <= MPMATH_TOLERANCE
+    passed = (within_bars or not has_bars) and max_diff <= MPMATH_TOLERANCE
     return Row(
         backend=backend,
         dtype=str(dtype),
@@ -182,7 +182,7 @@ def verify_backend(backend: str, dtype: np.dtype, n: int, seed: int = 0) -> Row:
         special_mismatches=specials,
         grad_max_ulp=grad_max,
         grad_given_y_max_ulp=given_max,
-        barred=barred,
+        has_bars=has_bars,
         passed=passed,
         mpmath_checked=checked,
         mpmath_max_diff=max_diff,
@@ -293,7 +293,7 @@ def format_rows(rows: list[Row]) -> str:
     """The table as text (one line per backend and dtype)."""
     lines: list[str] = []
     for r in rows:
-        verdict = ("pass" if r.passed else "FAIL") if r.barred else "(no bar)"
+        verdict = ("pass" if r.passed else "FAIL") if r.has_bars else "(no bar)"
         if not r.reference_agrees:
             verdict = "FAIL: reference and mpmath disagree"
         lines.append(
