@@ -89,10 +89,6 @@ def _overload_cube_root_grad(g, y):  # type: ignore[no-untyped-def]
     return None
 
 
-def cube_root_kernel(x):  # type: ignore[no-untyped-def]
-    return cube_root(x)
-
-
 def cube_root_grad_kernel(g, y):  # type: ignore[no-untyped-def]
     return cube_root_grad(g, y)
 
@@ -491,7 +487,7 @@ _PARALLEL_SIGNATURES = {
 #: What each loop computes, for ``cbrtgrad info`` (formulas.py has the proofs).
 _VARIANTS = {
     ("forward", "float32"): "float32 Newton step, float64 series, exact midpoint test",
-    ("forward", "float64"): "high-word bit trick, 3 Newton steps, fma residual correction",
+    ("forward", "float64"): "correctly rounded: fast path, exact second pass for hard lanes",
     ("gradient", "float32"): "float64 quotient, exact midpoint test",
     ("gradient", "float64"): "double-double 3y^2, one quotient correction",
     ("paired gradient", "float32"): "one float64 division for two elements, exact midpoint test",
