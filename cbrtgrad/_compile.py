@@ -35,11 +35,14 @@ from typing import Any
 
 from . import _config, _isa
 
-#: Options passed to every ``numba.vectorize``/``numba.njit`` call.
-CPU_OPTIONS: dict[str, Any] = {"fastmath": False, "cache": False}
+#: Options passed to every ``numba.cfunc``/``numba.njit`` loop. NOTE:
+#: ``error_model="numpy"``: a division by zero is IEEE (inf or nan, numpy's
+#: warning), as in numpy's own loops; numba's default would branch to raise
+#: ZeroDivisionError at every division, which also stops LLVM vectorising.
+CPU_OPTIONS: dict[str, Any] = {"fastmath": False, "cache": False, "error_model": "numpy"}
 
-#: Options for the scalar device functions the ufuncs are built from.
-SCALAR_OPTIONS: dict[str, Any] = {"inline": "always", "fastmath": False, "cache": False}
+#: Options for the scalar formulas and block functions the loops call.
+SCALAR_OPTIONS: dict[str, Any] = {"inline": "always", **CPU_OPTIONS}
 
 
 def cpu_options() -> dict[str, Any]:

@@ -11,10 +11,9 @@ from cbrtgrad import _compile, _config
 
 
 def test_ufunc_loops_are_vectorised():
-    # The loops around the scalar formula must use SIMD registers (ymm or
-    # zmm); a scalar libm-style loop would be 5x slower. The forward's loops
-    # are cbrtgrad's own block functions (kernels/ufunc_loops.py), the
-    # gradient's are numba's ufunc wrappers.
+    # The loops around the scalar formulas must use SIMD registers (ymm or
+    # zmm); a scalar libm-style loop would be 5x slower. Both ufuncs' loops
+    # are cbrtgrad's own block functions (kernels/ufunc_loops.py).
     code = "import numpy as np\nfrom cbrtgrad.kernels.cpu import ufuncs\nu = ufuncs()\n"
     env = dict(os.environ, NUMBA_DUMP_ASSEMBLY="1")
     done = subprocess.run(
@@ -22,7 +21,7 @@ def test_ufunc_loops_are_vectorised():
     )
     sections = re.split(r"-{5,}ASSEMBLY ", done.stdout)
     forward = [s for s in sections if s.startswith("_unary_loop.<locals>.loop")]
-    gradient = [s for s in sections if s.startswith("ufunc_wrapper")]
+    gradient = [s for s in sections if s.startswith("_binary_loop.<locals>.loop")]
     # Two loops (float32, float64) each.
     assert len(forward) == 2 and len(gradient) == 2
     for text in forward + gradient:
@@ -30,6 +29,9 @@ def test_ufunc_loops_are_vectorised():
     for text in forward:
         # The exact fma of the error-free transformations, as vector instructions.
         assert re.search(r"vf(n)?m(add|sub)\d+[ps]d\s+%[yz]mm", text)
+    for text in gradient:
+        # The quotient: a vector division, not one per element.
+        assert re.search(r"vdivpd\s+(\S+, )?%[yz]mm", text)
 
 
 def _has_avx512() -> bool:

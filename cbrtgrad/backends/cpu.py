@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
-from ._layout import CONSTANT_MIN, call_ufunc, constant_operand, fused_outputs
+from ._layout import call_ufunc, fused_outputs
 from ._protocol import Availability
 
 
 class CpuBackend:
-    """Single-thread numba ``@vectorize`` ufuncs (correctly rounded float32)."""
+    """Single-thread numpy ufuncs around cbrtgrad's numba block loops (correctly rounded)."""
 
     name = "cpu"
 
@@ -39,17 +37,11 @@ class CpuBackend:
         return call_ufunc(cpu_kernels.ufuncs().cube_root, x, out=out, where=where, dtype=dtype)
 
     def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
-        if out is None and where is True and (type(y) is not np.ndarray or y.size < CONSTANT_MIN):
-            # NOTE: hot path (every engine backward): too small for the constant path,
-            # so the ufunc as call_ufunc would call it.
+        if out is None and where is True:
+            # NOTE: hot path (every engine backward): the ufunc as call_ufunc
+            # would call it. A broadcast g (the gradient of a sum) reaches its
+            # loop with stride 0 and is read as one value there.
             return (self._ufuncs or self._load()).cube_root_grad(g, y)
-        constant = constant_operand(g, y, out, where)
-        if constant is not None:
-            dx = np.empty_like(y)
-            cpu_kernels.grad_constant_blocks(
-                cpu_kernels.ufuncs(), constant, y.reshape(-1), dx.reshape(-1)
-            )
-            return dx
         return call_ufunc(cpu_kernels.ufuncs().cube_root_grad, g, y, out=out, where=where)
 
     def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:

@@ -27,7 +27,7 @@ from numba.extending import overload
 from .. import _compile
 from ._primitives import CPU_PRIMITIVES
 from .formulas import make_formulas
-from .ufunc_loops import make_unary_ufunc
+from .ufunc_loops import make_block_ufunc
 
 FORMULAS = make_formulas(CPU_PRIMITIVES, numba.njit(**_compile.SCALAR_OPTIONS))
 
@@ -37,11 +37,8 @@ _cube_root_f64_fast = FORMULAS.cube_root_f64_fast
 _cube_root_f64_exact = FORMULAS.cube_root_f64_exact
 _cube_root_grad_f32 = FORMULAS.cube_root_grad_f32
 _cube_root_grad_f64 = FORMULAS.cube_root_grad_f64
-_cube_root_grad_pair_f32 = FORMULAS.cube_root_grad_pair_f32
-_grad_pair_exact_f32 = FORMULAS.grad_pair_exact_f32
+_cube_root_grad_f32_fast = FORMULAS.cube_root_grad_f32_fast
 
-FLOAT_SIGNATURES_1 = ["float32(float32)", "float64(float64)"]
-FLOAT_SIGNATURES_2 = ["float32(float32, float32)", "float64(float64, float64)"]
 FUSED_SIGNATURES = [
     "void(float32[::1], float32[::1], float32[::1], float32[::1])",
     "void(float64[::1], float64[::1], float64[::1], float64[::1])",
@@ -87,10 +84,6 @@ def _overload_cube_root_grad(g, y):  # type: ignore[no-untyped-def]
     if isinstance(g, types.Float) and isinstance(y, types.Float):
         return lambda g, y: _cube_root_grad_f64(g, y)
     return None
-
-
-def cube_root_grad_kernel(g, y):  # type: ignore[no-untyped-def]
-    return cube_root_grad(g, y)
 
 
 # Blocks of the fused loops: small enough that the block of y just written is
@@ -183,86 +176,93 @@ def _overload_forward_block(x, y):  # type: ignore[no-untyped-def]
     return lambda x, y: forward_block_f64(x, y)
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
-def _backward_block(g, y, dx):  # type: ignore[no-untyped-def]
-    for i in range(g.shape[0]):
+def _kept(a: Any, start: Any, stop: Any, kept: Any) -> Any:
+    """``a[start:stop]``, or a copy of it in ``kept`` where ``kept`` is not empty."""
+    raise NotImplementedError("_kept is only callable from numba-compiled code")
+
+
+@overload(_kept, inline="always")
+def _overload_kept(a, start, stop, kept):  # type: ignore[no-untyped-def]
+    def kept_block(a, start, stop, kept):  # type: ignore[no-untyped-def]
+        if kept.shape[0] == 0:
+            return a[start:stop]
+        copy = kept[: stop - start]
+        copy[:] = a[start:stop]
+        return copy
+
+    return kept_block
+
+
+# NOTE: not inlined at numba's level: the scalar kernel inlined inside the
+# branch of grad_block_f32 trips numba's SSA checks (NumbaIRAssumptionWarning).
+@numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+def _grad_exact_pass(g, y, dx):  # type: ignore[no-untyped-def]
+    # The scalar kernel over a block.
+    for i in range(y.shape[0]):
         dx[i] = cube_root_grad(g[i], y[i])
 
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
-def _backward_block_constant(g, y, dx):  # type: ignore[no-untyped-def]
+def _grad_fast_pass_f32(g, y, dx):  # type: ignore[no-untyped-def]
+    # The branch-free float32 first pass (vectorised); whether any lane was hard.
+    hard = False
     for i in range(y.shape[0]):
-        dx[i] = cube_root_grad(g, y[i])
-
-
-# NOTE: not inlined at numba's level: the scalar kernel inlined inside a
-# branch of the paired block trips numba's SSA checks (NumbaIRAssumptionWarning).
-# error_model="numpy": y = 0 is IEEE division (inf or nan), as in the ufuncs.
-@numba.njit(inline="never", fastmath=False, cache=False, error_model="numpy")
-def _backward_block_scalar(g, y, dx, start):  # type: ignore[no-untyped-def]
-    for i in range(start, y.shape[0]):
-        dx[i] = cube_root_grad(_at(g, i), y[i])
-
-
-def _at(g: Any, i: Any) -> Any:
-    """``g[i]`` for an array ``g``, ``g`` itself for a scalar (numba code only)."""
-    raise NotImplementedError("_at is only callable from numba-compiled code")
-
-
-@overload(_at, inline="always")
-def _overload_at(g, i):  # type: ignore[no-untyped-def]
-    if isinstance(g, types.Array):
-        return lambda g, i: g[i]
-    return lambda g, i: g
+        dxi, h = _cube_root_grad_f32_fast(g[i], y[i])
+        dx[i] = dxi
+        hard |= h
+    return hard
 
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
-def _backward_block_paired(g, y, dx):  # type: ignore[no-untyped-def]
-    # float32, dx not g or y: element i and element i + n/2 share one float64
-    # division (cube_root_grad_pair_f32), which the loop is bound by. Where
-    # that cannot give the scalar kernel's bits (y = 0, inf or nan, g not
-    # finite, a result at or below the smallest normal) the block is redone
-    # by the scalar kernel; the check is integer compares, vectorised.
+def grad_block_f32(g, y, dx):  # type: ignore[no-untyped-def]
+    # The float32 gradient, correctly rounded as cube_root_grad_f32 is, by
+    # blocks: the fast pass (one float64 division per element, rounded once
+    # more), then, only for a block with a hard lane, the scalar kernel over
+    # that block. In place (dx is g or y) the
+    # block's inputs are kept first: the first pass overwrites them, and LLVM's
+    # runtime overlap check fails for dx = y and runs its scalar loop.
     n = y.shape[0]
-    h = n // 2
-    for i in range(h):
-        dx[i], dx[i + h] = _cube_root_grad_pair_f32(_at(g, i), y[i], _at(g, i + h), y[i + h])
-    exact = True
-    for i in range(2 * h):
-        exact &= _grad_pair_exact_f32(_at(g, i), y[i], dx[i])
-    if not exact:
-        _backward_block_scalar(g, y, dx, 0)
-    elif n > 2 * h:
-        _backward_block_scalar(g, y, dx, n - 1)
+    in_place = g.ctypes.data == dx.ctypes.data or y.ctypes.data == dx.ctypes.data
+    size = min(n, SECOND_PASS_BLOCK) if in_place else 0
+    kept_g = np.empty(size, np.float32)
+    kept_y = np.empty(size, np.float32)
+    for start in range(0, n, SECOND_PASS_BLOCK):
+        stop = min(start + SECOND_PASS_BLOCK, n)
+        gs = _kept(g, start, stop, kept_g)
+        ys = _kept(y, start, stop, kept_y)
+        dxs = dx[start:stop]
+        if _grad_fast_pass_f32(gs, ys, dxs):
+            _grad_exact_pass(gs, ys, dxs)
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def grad_block_f64(g, y, dx):  # type: ignore[no-untyped-def]
+    # The float64 gradient; in place, by blocks whose inputs are kept, as above.
+    n = y.shape[0]
+    in_place = g.ctypes.data == dx.ctypes.data or y.ctypes.data == dx.ctypes.data
+    if not in_place:
+        _grad_exact_pass(g, y, dx)
+        return
+    size = min(n, SECOND_PASS_BLOCK)
+    kept_g = np.empty(size, np.float64)
+    kept_y = np.empty(size, np.float64)
+    for start in range(0, n, SECOND_PASS_BLOCK):
+        stop = min(start + SECOND_PASS_BLOCK, n)
+        _grad_exact_pass(
+            _kept(g, start, stop, kept_g), _kept(y, start, stop, kept_y), dx[start:stop]
+        )
 
 
 def _grad_block(g: Any, y: Any, dx: Any) -> None:
-    """The fastest gradient block loop for these operands (numba code only)."""
+    """The gradient over 1-D contiguous ``y`` and ``dx``, by dtype (numba code only)."""
     raise NotImplementedError("_grad_block is only callable from numba-compiled code")
 
 
 @overload(_grad_block, inline="always")
 def _overload_grad_block(g, y, dx):  # type: ignore[no-untyped-def]
     if _is_f32(y.dtype):
-        return lambda g, y, dx: _backward_block_paired(g, y, dx)
-    if isinstance(g, types.Array):
-        return lambda g, y, dx: _backward_block(g, y, dx)
-    return lambda g, y, dx: _backward_block_constant(g, y, dx)
-
-
-def grad_constant_blocks(ufuncs: CpuUfuncs, g: Any, y: np.ndarray, dx: np.ndarray) -> None:
-    """``dx = g / (3 y^2)`` for one value ``g`` over 1-D contiguous ``y`` and ``dx``.
-
-    NOTE: a broadcast ``g`` (stride 0, what the gradient of a sum is) sends a
-    numba ufunc to its general strided loop, which gathers and measured 1.9x
-    slower than the contiguous one; a block of ``g`` that stays in cache keeps
-    every call on the contiguous loop, with the same formula and bits.
-    """
-    n = y.shape[0]
-    block = np.full(min(n, SERIAL_BLOCK), g, y.dtype)
-    for start in range(0, n, SERIAL_BLOCK):
-        stop = min(start + SERIAL_BLOCK, n)
-        ufuncs.cube_root_grad(block[: stop - start], y[start:stop], out=dx[start:stop])
+        return lambda g, y, dx: grad_block_f32(g, y, dx)
+    return lambda g, y, dx: grad_block_f64(g, y, dx)
 
 
 def fused_blocks(
@@ -285,12 +285,14 @@ def fused_blocks(
 
 
 def _backward_loop_parallel_constant(g, y, dx):  # type: ignore[no-untyped-def]
+    # One value g (the gradient of a sum), read from a block-sized array so
+    # that the block loop is the same code, so the same bits, as for an array g.
     # dx is always a new array here (see the parallel backend).
     n = y.shape[0]
     for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
-        _grad_block(g, y[start:stop], dx[start:stop])
+        _grad_block(np.full(stop - start, g, y.dtype), y[start:stop], dx[start:stop])
 
 
 def _fused_loop_parallel(x, g, y, dx):  # type: ignore[no-untyped-def]
@@ -299,7 +301,7 @@ def _fused_loop_parallel(x, g, y, dx):  # type: ignore[no-untyped-def]
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
         _forward_block(x[start:stop], y[start:stop])
-        _backward_block(g[start:stop], y[start:stop], dx[start:stop])
+        _grad_block(g[start:stop], y[start:stop], dx[start:stop])
 
 
 def _forward_loop_parallel(x, y):  # type: ignore[no-untyped-def]
@@ -311,17 +313,13 @@ def _forward_loop_parallel(x, y):  # type: ignore[no-untyped-def]
 
 
 def _backward_loop_parallel(g, y, dx):  # type: ignore[no-untyped-def]
+    # dx may be g or y (the block loop keeps its inputs); the backend copies
+    # any other overlap first.
     n = g.shape[0]
-    # In place (dx is g or y; the backend copies any other overlap first) the
-    # paired block would read inputs it has already overwritten.
-    in_place = dx.ctypes.data == g.ctypes.data or dx.ctypes.data == y.ctypes.data
     for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
-        if in_place:
-            _backward_block(g[start:stop], y[start:stop], dx[start:stop])
-        else:
-            _grad_block(g[start:stop], y[start:stop], dx[start:stop])
+        _grad_block(g[start:stop], y[start:stop], dx[start:stop])
 
 
 @dataclass(frozen=True)
@@ -387,60 +385,47 @@ _lock = threading.Lock()
 _built: dict[str, Any] = {}
 
 
-def _as_ufunc(compiled: Any) -> np.ufunc:
-    # ``vectorize`` returns a DUFunc whose loops are frozen (signatures were
-    # given); calling its numpy ufunc directly skips a Python-level __call__
-    # and keeps the per-call overhead near numpy's own.
-    ufunc = getattr(compiled, "ufunc", compiled)
-    assert isinstance(ufunc, np.ufunc)
-    return ufunc
-
-
 #: SIMD width per loop (bits), capped by ``CBRTGRAD_VECTOR_WIDTH``.
 #: NOTE: the float32 loops compute in float64, so at 256 bits they already
 #: fill zmm registers with 8 lanes; at 512 (16 lanes, two zmm halves) the
-#: forward measured as fast up to 10^6 elements but 2x slower at 10^7
-#: (3.2 vs 1.65 ns per element here), so float32 stays at 256.
+#: forward measured 2x slower at 10^7 elements (docs/kernels.md), so float32
+#: stays at 256.
 LOOP_WIDTHS = {"float32": 256, "float64": 512}
 
 
-def ufunc_loop_shape(signature: str) -> _compile.LoopShape:
-    """The SIMD shape of the ufunc loop with this signature, on this CPU.
+def ufunc_loop_shape(dtype: str) -> _compile.LoopShape:
+    """The SIMD shape of the ufunc loops of one dtype, on this CPU.
 
     Examples
     --------
-    >>> ufunc_loop_shape("float64(float64)").width in (0, 128, 256, 512)
+    >>> ufunc_loop_shape("float64").width in (0, 128, 256, 512)
     True
     """
-    return _compile.loop_shape(LOOP_WIDTHS[signature.split("(", 1)[0]])
-
-
-def _vectorize(kernel: Callable[..., Any], signatures: list[str], options: dict[str, Any]) -> Any:
-    # One loop at a time, each at its own width, then frozen like a
-    # ``vectorize`` given all its signatures.
-    dufunc = numba.vectorize(**options)(kernel)
-    for signature in signatures:
-        with _compile.compiling_for(ufunc_loop_shape(signature)):
-            dufunc.add(signature)
-    dufunc.disable_compile()
-    return dufunc
+    return _compile.loop_shape(LOOP_WIDTHS[dtype])
 
 
 def _build_ufuncs() -> CpuUfuncs:
-    options = _compile.cpu_options()
-    # The forward's loops are cbrtgrad's own block functions (the float64 one
-    # has a second pass, which a numba.vectorize loop cannot have).
-    blocks: dict[np.dtype, Any] = {
-        np.dtype(np.float32): forward_block_f32,
-        np.dtype(np.float64): forward_block_f64,
-    }
-    shapes = {
-        np.dtype(dtype): ufunc_loop_shape(signature)
-        for dtype, signature in zip(("float32", "float64"), FLOAT_SIGNATURES_1, strict=True)
-    }
-    fwd = make_unary_ufunc("cube_root", "The real cube root (cbrtgrad).", blocks, shapes)
-    bwd = _vectorize(cube_root_grad_kernel, FLOAT_SIGNATURES_2, options)
-    return CpuUfuncs(fwd, _as_ufunc(bwd))
+    # The loops are cbrtgrad's own block functions: the correctly rounded
+    # float64 forward and float32 gradient have a second pass over hard lanes,
+    # which a numba.vectorize loop cannot have.
+    f32: np.dtype[Any] = np.dtype(np.float32)
+    f64: np.dtype[Any] = np.dtype(np.float64)
+    shapes = {f32: ufunc_loop_shape("float32"), f64: ufunc_loop_shape("float64")}
+    forward = make_block_ufunc(
+        "cube_root",
+        "The real cube root (cbrtgrad).",
+        1,
+        {f32: forward_block_f32, f64: forward_block_f64},
+        shapes,
+    )
+    gradient = make_block_ufunc(
+        "cube_root_grad",
+        "g / (3 y^2), the cube root's gradient from its output y (cbrtgrad).",
+        2,
+        {f32: grad_block_f32, f64: grad_block_f64},
+        shapes,
+    )
+    return CpuUfuncs(forward, gradient)
 
 
 #: SIMD width of the parallel loops, per loop and dtype (default 512), capped
@@ -488,9 +473,8 @@ _PARALLEL_SIGNATURES = {
 _VARIANTS = {
     ("forward", "float32"): "float32 Newton step, float64 series, exact midpoint test",
     ("forward", "float64"): "correctly rounded: fast path, exact second pass for hard lanes",
-    ("gradient", "float32"): "float64 quotient, exact midpoint test",
+    ("gradient", "float32"): "correctly rounded: float64 quotient, exact pass for hard lanes",
     ("gradient", "float64"): "double-double 3y^2, one quotient correction",
-    ("paired gradient", "float32"): "one float64 division for two elements, exact midpoint test",
 }
 
 
@@ -513,17 +497,14 @@ def loop_plan() -> list[tuple[str, str, str, str]]:
     ('ufunc forward', 'float32')
     """
     plan = []
-    for name, signatures in (("forward", FLOAT_SIGNATURES_1), ("gradient", FLOAT_SIGNATURES_2)):
-        for signature in signatures:
-            dtype = _dtype_of(signature)
-            shape = ufunc_loop_shape(signature).describe()
+    for name in ("forward", "gradient"):
+        for dtype in ("float32", "float64"):
+            shape = ufunc_loop_shape(dtype).describe()
             plan.append((f"ufunc {name}", dtype, shape, _VARIANTS[name, dtype]))
     for name, signatures in _PARALLEL_SIGNATURES.items():
         for signature in signatures:
             dtype = _dtype_of(signature)
             formula = "forward" if name == "forward" else "gradient"
-            if formula == "gradient" and dtype == "float32" and name != "fused":
-                formula = "paired gradient"
             variant = _VARIANTS[formula, dtype]
             if name == "fused":
                 variant = "forward then gradient per 2048-element block"

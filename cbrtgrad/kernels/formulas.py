@@ -142,6 +142,7 @@ _SUBNORMAL_ROOT_UP = 2.0**16
 _ULP32_AS_I64 = np.int64(1 << 29)
 _HALF_ULP32_AS_I64 = np.int64(1 << 28)
 _FLOAT32_PRECISION_MASK = np.int64(~((1 << 29) - 1))
+_BELOW_FLOAT32_PRECISION = np.int64((1 << 29) - 1)
 # The gradient's float32 results below 2^-126 (as float64 bits) are subnormal.
 _MIN_NORMAL32_AS_F64 = np.int64(0x3810000000000000)
 # (1 + e)^(-2/3) = 1 - 2/3 e + 5/9 e^2 - 40/81 e^3 + O(e^4), written in powers
@@ -406,33 +407,28 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         return np.float32(q64) if tiny else rounded
 
     @jit
-    def cube_root_grad_pair_f32(ga, ya, gb, yb):  # type: ignore[no-untyped-def]
-        # Two gradients from one float64 division: 1 / (A B) for A = 3 ya^2
-        # and B = 3 yb^2 (A B stays within the float64 range for any finite
-        # nonzero float32 y), so qa = ga B / (A B) and qb = gb A / (A B) are
-        # within 2^-50 of the quotients, which is all round_quotient_f32
-        # needs. The same bits as cube_root_grad_f32 wherever
-        # grad_pair_exact_f32 says so; the caller recomputes the others.
-        yad = np.float64(ya)
-        ybd = np.float64(yb)
-        a = 3.0 * (yad * yad)
-        b = 3.0 * (ybd * ybd)
-        inverse = 1.0 / (a * b)
-        qa = (np.float64(ga) * b) * inverse
-        qb = (np.float64(gb) * a) * inverse
-        return round_quotient_f32(qa, a, ga), round_quotient_f32(qb, b, gb)
-
-    @jit
-    def grad_pair_exact_f32(g, y, dx):  # type: ignore[no-untyped-def]
-        # Whether cube_root_grad_pair_f32 gave cube_root_grad_f32's bits: y
-        # finite and nonzero, g finite, and the result above the smallest
-        # normal (at and below it, zero included, the scalar kernel rounds q64
-        # directly), or g = 0 (both give ±0). Integer compares only: no flag.
-        ay = np.uint32(f32_as_i32(y) & _ABS32)
-        ag = np.uint32(f32_as_i32(g) & _ABS32)
-        ad = np.uint32(f32_as_i32(dx) & _ABS32)
-        y_ok = ay - np.uint32(1) < np.uint32(_INF32 - np.int32(1))
-        return y_ok & (ag < np.uint32(_INF32)) & ((ag == 0) | (ad > np.uint32(_MIN_NORMAL32)))
+    def cube_root_grad_f32_fast(g, y):  # type: ignore[no-untyped-def]
+        # The branch-free first pass of the CPU loops: the float64 quotient
+        # q64 (3 y^2 exact, one rounding) rounded to float32 once more, and
+        # whether that may differ from cube_root_grad_f32. Rounding is
+        # monotone, so q64 and the exact quotient lie on the same side of
+        # every float32 midpoint unless q64 is that midpoint itself (its 29
+        # bits below float32 precision are 1 followed by zeros); the exact
+        # quotient is never a midpoint (see round_quotient_f32). So the one
+        # rounding is the correctly rounded result except there, and except
+        # where the scalar kernel rounds differently or the sign of a nan
+        # matters: results at or below the smallest normal (another grid),
+        # infinities and nans. Those lanes are hard (about one in 2^28 for
+        # ordinary operands) and the caller runs cube_root_grad_f32 on them.
+        yd = np.float64(y)
+        q64 = np.float64(g) / (3.0 * (yd * yd))
+        midpoint = (f64_as_i64(q64) & _BELOW_FLOAT32_PRECISION) == _HALF_ULP32_AS_I64
+        result = np.float32(q64)
+        magnitude = np.uint32(f32_as_i32(result) & _ABS32)
+        odd = (magnitude - np.uint32(1) < np.uint32(_MIN_NORMAL32)) | (
+            magnitude >= np.uint32(_INF32)
+        )
+        return result, midpoint | odd
 
     return SimpleNamespace(
         inverse_cbrt_f64=inverse_cbrt_f64,
@@ -442,6 +438,5 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         cube_root_f32=cube_root_f32,
         cube_root_grad_f64=cube_root_grad_f64,
         cube_root_grad_f32=cube_root_grad_f32,
-        cube_root_grad_pair_f32=cube_root_grad_pair_f32,
-        grad_pair_exact_f32=grad_pair_exact_f32,
+        cube_root_grad_f32_fast=cube_root_grad_f32_fast,
     )

@@ -2,16 +2,19 @@
 
 ``numba.vectorize`` builds a ufunc whose inner loop calls the scalar kernel
 once per element, so a kernel cannot look at a block of results before it
-returns. The float64 cube root needs that: its branch-free fast path leaves
-about one lane in 10^7 undecided, and a second pass over just those lanes
-(:func:`cbrtgrad.kernels.cpu.forward_block_f64`) keeps the vector loop free of
+returns. The correctly rounded kernels need that: their branch-free fast paths
+leave a few lanes undecided (about one in 10^7 for the float64 cube root, one
+in 2^28 for the float32 gradient), and a second pass over just those lanes
+(:func:`cbrtgrad.kernels.cpu.forward_block_f64`,
+:func:`cbrtgrad.kernels.cpu.grad_block_f32`) keeps the vector loop free of
 branches. This module compiles such a block function into a ufunc inner loop
 (a ``numba.cfunc`` with numpy's loop signature) and makes the ufunc from the
 loops, as numba's own ufunc builder does (``numba.np.ufunc._internal.fromfunc``).
 
-The loop hands contiguous operands to the block function as they are; strided
-ones (any step, negative, zero or unaligned, as numpy may pass) are gathered
-into a buffer of ``BUFFER`` elements, run through the same block function and
+The loop hands contiguous operands to the block function as they are (and a
+broadcast first operand of a binary ufunc as a buffer of its value); strided
+ones (any step, negative, zero or unaligned, as numpy may pass) are gathered into a
+buffer of ``BUFFER`` elements, run through the same block function and
 scattered back, so every layout gives the same bits.
 """
 
@@ -30,6 +33,7 @@ from .. import _compile
 #: Elements gathered per step of the strided path.
 BUFFER = 1024
 
+#: numpy's inner-loop signature: (args, dimensions, steps, data).
 _LOOP_SIGNATURE = types.void(
     types.CPointer(types.voidptr),
     types.CPointer(types.intp),
@@ -94,22 +98,69 @@ def _unary_loop(block: Any, dtype: np.dtype) -> Any:
     return loop
 
 
-def make_unary_ufunc(
+def _binary_loop(block: Any, dtype: np.dtype) -> Any:
+    """The inner loop ``z = f(a, b)`` of one dtype around ``block(a, b, z)``.
+
+    A first operand of stride 0 (a broadcast value: the gradient of a sum) is
+    copied once into a buffer that the contiguous block function reads again
+    for every ``BUFFER`` elements of ``b``: the block is the same code as for
+    an array ``a``, so the same bits (nan payloads included).
+    """
+    load, store = _ACCESS[dtype]
+    itemsize = dtype.itemsize
+    numpy_type = dtype.type
+
+    def loop(args, dims, steps, data):  # type: ignore[no-untyped-def]
+        n = dims[0]
+        if steps[1] == itemsize and steps[2] == itemsize:
+            b = carray(args[1], (n,), numpy_type)
+            z = carray(args[2], (n,), numpy_type)
+            if steps[0] == itemsize:
+                block(carray(args[0], (n,), numpy_type), b, z)
+                return
+            if steps[0] == 0:
+                value = np.full(min(n, BUFFER), load(args[0], 0), numpy_type)
+                for start in range(0, n, BUFFER):
+                    stop = min(start + BUFFER, n)
+                    block(value[: stop - start], b[start:stop], z[start:stop])
+                return
+        a_buffer = np.empty(BUFFER, numpy_type)
+        b_buffer = np.empty(BUFFER, numpy_type)
+        z_buffer = np.empty(BUFFER, numpy_type)
+        for start in range(0, n, BUFFER):
+            count = min(BUFFER, n - start)
+            for i in range(count):
+                a_buffer[i] = load(args[0], (start + i) * steps[0])
+                b_buffer[i] = load(args[1], (start + i) * steps[1])
+            block(a_buffer[:count], b_buffer[:count], z_buffer[:count])
+            for i in range(count):
+                store(args[2], (start + i) * steps[2], z_buffer[i])
+
+    return loop
+
+
+_LOOP_MAKERS = {1: _unary_loop, 2: _binary_loop}
+
+
+def make_block_ufunc(
     name: str,
     doc: str,
+    nin: int,
     blocks: dict[np.dtype, Any],
     shapes: dict[np.dtype, _compile.LoopShape],
 ) -> np.ufunc:
-    """A unary numpy ufunc with one loop per dtype, each around a block function.
+    """A numpy ufunc with one output and one loop per dtype, each around a block function.
 
     Parameters
     ----------
     name, doc : str
         The ufunc's ``__name__`` and ``__doc__``.
+    nin : {1, 2}
+        The number of inputs.
     blocks : dict
-        ``{dtype: block}`` with ``block(x, y)`` a numba function over 1-D
-        C-contiguous arrays (``y`` may be ``x`` itself: in place); the loops
-        are registered in this order (numpy picks the first that fits).
+        ``{dtype: block}`` with ``block(*inputs, out)`` a numba function over
+        1-D C-contiguous arrays (``out`` may be one of the inputs: in place).
+        The loops are registered in this order (numpy picks the first that fits).
     shapes : dict
         The SIMD shape each dtype's loop is compiled with.
 
@@ -126,10 +177,12 @@ def make_unary_ufunc(
     ...     for i in range(x.shape[0]):
     ...         y[i] = 2 * x[i]
     >>> f64 = np.dtype(np.float64)
-    >>> double = make_unary_ufunc("double", "", {f64: twice}, {f64: _compile.loop_shape(256)})
+    >>> double = make_block_ufunc("double", "", 1, {f64: twice}, {f64: _compile.loop_shape(256)})
     >>> double(np.arange(3.0)), double(np.arange(6.0)[::-2])
     (array([0., 2., 4.]), array([10.,  6.,  2.]))
     """
+    if nin not in _LOOP_MAKERS:
+        raise ValueError(f"nin must be 1 or 2, got {nin!r}")
     from numba.np.ufunc import _internal, ufuncbuilder  # type: ignore[attr-defined]
 
     options = _compile.cpu_options()
@@ -138,10 +191,10 @@ def make_unary_ufunc(
     type_numbers = []
     for dtype, block in blocks.items():
         with _compile.compiling_for(shapes[dtype]):
-            compiled = numba.cfunc(_LOOP_SIGNATURE, **options)(_unary_loop(block, dtype))
+            compiled = numba.cfunc(_LOOP_SIGNATURE, **options)(_LOOP_MAKERS[nin](block, dtype))
         pointers.append(compiled.address)
         keepalive.append(compiled)
-        type_numbers.append([dtype.num, dtype.num])
+        type_numbers.append([dtype.num] * (nin + 1))
     # NOTE: numba's own ufunc builder makes its ufuncs through this call
     # (numba.np.ufunc.ufuncbuilder.UFuncBuilder.build_ufunc); a numba that
     # moved it fails here, at the first use of the kernels, and in the tests.
@@ -150,7 +203,7 @@ def make_unary_ufunc(
         doc,
         pointers,
         type_numbers,
-        1,
+        nin,
         1,
         [None] * len(pointers),
         keepalive,

@@ -188,7 +188,7 @@ def test_sum_outside_the_fast_case_is_numpy():
         )
 
 
-# -- the paired float32 gradient (two quotients per division) -------------------
+# -- the float32 gradient near the edges of its fast path ----------------------
 def _pairs_near_the_edges(n, seed):
     rng = np.random.default_rng(seed)
     y = (rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-60, 60, n)).astype(np.float32)
@@ -205,7 +205,7 @@ def _pairs_near_the_edges(n, seed):
 
 
 @pytest.mark.parametrize("n", [2048 * 37 + 1, 4095, 3])
-def test_paired_float32_gradient_same_bits_as_cpu(n):
+def test_float32_gradient_near_the_fast_path_edges_same_bits_as_cpu(n):
     g, y = _pairs_near_the_edges(n, seed=n)
     with np.errstate(all="ignore"):
         want = cpu.cube_root_grad(g, y)
@@ -215,7 +215,7 @@ def test_paired_float32_gradient_same_bits_as_cpu(n):
                 par.cube_root_grad(np.broadcast_to(constant, y.shape), y),
                 cpu.cube_root_grad(np.broadcast_to(constant, y.shape), y),
             )
-        # In place, the blocks fall back to the scalar kernel.
+        # In place, the blocks keep their inputs for the second pass.
         for target in ("g", "y"):
             gc, yc = g.copy(), y.copy()
             out = gc if target == "g" else yc
