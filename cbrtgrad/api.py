@@ -1,10 +1,13 @@
 """The public element-wise functions: ``cbrt``, ``cbrt_grad``, ``cbrt_and_grad``.
 
 Each call (1) hands over to an argument that overrides cbrtgrad functions
-(``__cbrtgrad_function__``, as graph-engine tensors do), (2) applies the dtype
-rules of :mod:`cbrtgrad._dtypes`, (3) picks a backend from the registry and
-(4) runs its kernel with numpy ufunc semantics (broadcasting, ``out=``,
-``where=``, 0-d and empty arrays, any strides, Python scalars and lists).
+(``__cbrtgrad_function__``, as graph-engine tensors do), (2) decides, once,
+everything the backends then trust: the compute dtype (the rules of
+:mod:`cbrtgrad._dtypes`), the casts of host inputs to it, ``where=``
+(:func:`check_where`) and a numpy ``out=`` (:func:`check_out`), (3) picks a
+backend from the registry and (4) runs its kernel with numpy ufunc semantics
+(broadcasting, ``out=``, ``where=``, 0-d and empty arrays, any strides, Python
+scalars and lists).
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes
+from ._array_kinds import is_dask_array, is_device_array
 from .backends import _registry
+from .backends._layout import broadcast_shape
 
 _NO_OVERRIDE = object()
 
@@ -30,25 +35,74 @@ def _override(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return _NO_OVERRIDE
 
 
-def _check_where(where: Any) -> None:
+def check_where(where: Any) -> Any:
+    """``where=`` as the backends take it: ``True``, or a bool array (a list becomes one).
+
+    The one place ``where=`` is checked; the backends trust it.
+    """
     if where is True:
-        return
+        return True
+    if isinstance(where, (list, tuple)):
+        where = np.asarray(where)
     dt = _dtypes.dtype_of(where)
     if dt.kind != "b":
         raise TypeError(f"cbrtgrad: where must be a bool array or True, got dtype {dt}")
+    return where
+
+
+def check_out(out: Any, operands: tuple[Any, ...], dtype: np.dtype, where: Any = True) -> Any:
+    """Check ``out=`` as a ufunc would, with cbrtgrad's messages; return it.
+
+    The one place ``out=`` is checked: an ndarray (or a dask or device array,
+    whose backends add their own rules: dask needs a dask ``out``, cuda one of
+    exactly the result's shape and dtype), of a shape the operands broadcast
+    to, a dtype the result casts to (``same_kind``), writable. The backends
+    trust it. A tuple of one array is that array.
+    """
+    if out is None:
+        return None
+    if isinstance(out, tuple):
+        if len(out) != 1:
+            raise ValueError(f"cbrtgrad: out must be one array, got a tuple of {len(out)}")
+        out = out[0]
+    host = isinstance(out, np.ndarray)
+    if not (host or is_dask_array(out) or is_device_array(out)):
+        raise TypeError(f"cbrtgrad: out must be a numpy.ndarray, got {type(out).__name__}")
+    shapes = [np.shape(a) for a in operands]
+    if where is not True:
+        shapes.append(np.shape(where))
+    if any(s != out.shape for s in shapes):  # NOTE: the common case skips broadcasting
+        shape = broadcast_shape(*shapes)
+        try:
+            grown = np.broadcast_shapes(shape, out.shape)
+        except ValueError:
+            grown = None
+        if grown != out.shape:  # as in a ufunc: the operands may broadcast up to out's shape
+            raise ValueError(
+                f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {shape}"
+            )
+    if out.dtype != dtype and not np.can_cast(dtype, out.dtype, "same_kind"):
+        raise TypeError(
+            f"cbrtgrad: cannot write a {dtype} result into out of dtype {out.dtype} "
+            "(casting rule 'same_kind')"
+        )
+    if host and not out.flags.writeable:
+        raise ValueError("cbrtgrad: out is read-only")
+    return out
 
 
 def _as_compute(value: Any, dtype: np.dtype) -> Any:
-    # Cast host inputs to the compute dtype only when they differ (float16,
-    # integers, mixed precision). Anything else is left to its backend: numba
+    # Host inputs in the compute dtype: numpy values cast only when they differ
+    # (float16, integers, mixed precision), Python scalars and lists made
+    # arrays (so every backend sees a ``dtype``). Anything else is left to its backend: numba
     # device arrays have no ``astype`` (and a cast would leave the device), the
     # cuda kernels cast while they read; dask's backend casts inside each
     # chunk's task.
-    if not isinstance(value, (np.ndarray, np.generic, list, tuple, int, float, bool)):
-        return value
-    if _dtypes.dtype_of(value) == dtype:
-        return value
-    return np.asarray(value, dtype=dtype)
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value if value.dtype == dtype else np.asarray(value, dtype=dtype)
+    if isinstance(value, (list, tuple, int, float, bool)):
+        return np.asarray(value, dtype=dtype)
+    return value
 
 
 def cbrt(
@@ -110,13 +164,12 @@ def cbrt(
             overridden = hook(x, cbrt, (x,), kwargs)
         if overridden is not NotImplemented:
             return overridden
-    compute = _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
     requested = _dtypes.requested_dtype(dtype)
-    _check_where(where)
-    if requested is None and compute != _dtypes.dtype_of(x):
-        requested = compute
+    compute = requested or _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
+    where = check_where(where)
+    out = check_out(out, (x,), compute, where)
     chosen = _registry.resolve(backend, x)
-    return chosen.cube_root(x, out=out, where=where, dtype=requested)
+    return chosen.cube_root(_as_compute(x, compute), out=out, where=where, dtype=compute)
 
 
 def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend: Any = None) -> Any:
@@ -156,10 +209,11 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
     if overridden is not _NO_OVERRIDE:
         return overridden
     compute = _dtypes.result_dtype(g, y, argument="g, y")
-    _check_where(where)
+    where = check_where(where)
+    out = check_out(out, (g, y), compute, where)
     chosen = _registry.resolve(backend, y, g)
     return chosen.cube_root_grad(
-        _as_compute(g, compute), _as_compute(y, compute), out=out, where=where
+        _as_compute(g, compute), _as_compute(y, compute), out=out, where=where, dtype=compute
     )
 
 
@@ -197,4 +251,6 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
         return overridden  # type: ignore[no-any-return]
     compute = _dtypes.result_dtype(x, g, argument="x, g")
     chosen = _registry.resolve(backend, x, g)
-    return chosen.cube_root_and_grad(_as_compute(x, compute), _as_compute(g, compute), out=out)
+    return chosen.cube_root_and_grad(
+        _as_compute(x, compute), _as_compute(g, compute), out=out, dtype=compute
+    )

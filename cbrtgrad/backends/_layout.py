@@ -20,13 +20,13 @@ def _check_out(name: str, arr: Any, shape: tuple[int, ...], dtype: np.dtype) -> 
 
 
 def fused_outputs(
-    x: Any, g: Any, out: Any
+    x: Any, g: Any, out: Any, dtype: Any = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...] | None]:
     """Broadcast ``x`` and ``g``, validate or allocate ``out = (y, dx)``.
 
-    Returns ``x, g, y, dx`` (broadcast, one float dtype) and, when all four can
-    be viewed as 1-D contiguous arrays without a copy, those flat views
-    (else ``None``).
+    Returns ``x, g, y, dx`` (broadcast, in ``dtype``: default the inputs'
+    common dtype) and, when all four can be viewed as 1-D contiguous arrays
+    without a copy, those flat views (else ``None``).
     """
     x, g = np.asarray(x), np.asarray(g)
     try:
@@ -39,7 +39,7 @@ def fused_outputs(
     # (FutureWarning) when their writeable flag is read, as the backends do.
     x = x if x.shape == shape else np.broadcast_to(x, shape)
     g = g if g.shape == shape else np.broadcast_to(g, shape)
-    dtype = np.result_type(x.dtype, g.dtype)
+    dtype = np.dtype(dtype or np.result_type(x.dtype, g.dtype))
     x = x.astype(dtype, copy=False)
     g = g.astype(dtype, copy=False)
     if out is None:
@@ -56,75 +56,34 @@ def fused_outputs(
     return x, g, y, dx, None
 
 
-def _same_order(arg: Any, order: str) -> bool:
-    if isinstance(arg, np.ndarray):
-        return bool(arg.flags.c_contiguous if order == "C" else arg.flags.f_contiguous)
-    # Scalars and lists become fresh contiguous arrays; other array types are
-    # not in this process's memory layout at all.
-    return True
+def call_ufunc(
+    ufunc: np.ufunc, *args: Any, out: Any = None, where: Any = True, dtype: Any = None
+) -> Any:
+    """Call one of cbrtgrad's ufuncs with numpy's ``out=``/``where=`` meaning.
 
-
-def out_is_safe(out: np.ndarray, *args: Any) -> bool:
-    """Whether a numba-built ufunc may write ``out`` directly for inputs ``args``.
-
-    NOTE: numba's ufunc loop (``numba/np/ufunc/wrappers.py``,
-    ``build_ufunc_wrapper``, numba 0.68) takes its unit-stride fast path when
-    every *input* step equals the item size, and then writes the output as if
-    it were unit-strided too, whatever its step: a strided ``out`` gets the
-    wrong elements and a negative-stride ``out`` is written past its
-    buffer's start (heap corruption). ``out`` is handed over only when it and
-    every array input are C-contiguous (or all F-contiguous), so that the
-    iteration order gives ``out`` unit steps whenever the inputs have them.
+    ``out`` and ``where`` were checked by the api. The ufunc writes any
+    ``out`` itself (its loops take any strides); a mask is left to numpy,
+    as ``np.copyto(out, result, where=where)``. NOTE: numba-made ufuncs reject
+    ``where=`` under numpy 2 ("An iterator operand was flagged as the
+    ARRAYMASK, but no WRITEMASKED operands were given"). Elements where the
+    mask is false keep ``out``'s values (or are uninitialised when no ``out``
+    is given, as in numpy).
 
     Examples
     --------
     >>> import numpy as np
-    >>> out_is_safe(np.empty(3), np.ones(3)), out_is_safe(np.empty(6)[::2], np.ones(3))
-    (True, False)
-    """
-    return any(
-        _same_order(out, order) and all(_same_order(a, order) for a in args) for order in ("C", "F")
-    )
-
-
-def call_ufunc(
-    ufunc: np.ufunc, *args: Any, out: Any = None, where: Any = True, dtype: Any = None
-) -> Any:
-    """Call a numba-built ufunc with numpy's ``out=``/``where=`` meaning.
-
-    NOTE: numba's ufuncs fail with ``where=`` under numpy 2 ("An iterator
-    operand was flagged as the ARRAYMASK, but no WRITEMASKED operands were
-    given"), so a mask is applied here: compute everywhere, then copy where
-    the mask is true. Elements where it is false keep ``out``'s values (or
-    are uninitialised when no ``out`` is given, as in numpy). An ``out`` that
-    the ufunc cannot write safely (:func:`out_is_safe`) is filled the same
-    way, through a fresh result.
+    >>> from cbrtgrad.kernels.cpu import ufuncs
+    >>> out = np.zeros(3)
+    >>> call_ufunc(ufuncs().cube_root, np.array([8.0, 27.0, 64.0]), out=out,
+    ...            where=np.array([True, False, True]))
+    array([2., 0., 4.])
     """
     if where is True:
-        if out is None and dtype is None:
-            return ufunc(*args)  # the hot path: no keyword parsing in numpy
-        if out is None or (isinstance(out, np.ndarray) and out_is_safe(out, *args)):
-            return ufunc(*args, out=out, dtype=dtype)
-    if isinstance(out, np.ndarray) and where is True:
-        # Check what the ufunc would check (shape, casting, read-only) on a
-        # fresh result before copying it in.
-        shape = np.broadcast_shapes(out.shape, *(np.shape(a) for a in args))
-        if shape != out.shape:
-            raise ValueError(
-                f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {shape}"
-            )
-        if not out.flags.writeable:
-            raise ValueError("cbrtgrad: out is read-only")
+        return ufunc(*args, out=out, dtype=dtype)
     result = ufunc(*args, dtype=dtype)
     if out is None:
         shape = np.broadcast_shapes(np.shape(result), np.shape(where))
         out = np.empty(shape, np.asarray(result).dtype)
-    elif isinstance(out, tuple):
-        if len(out) != 1:
-            raise ValueError(f"cbrtgrad: out must be one array, got a tuple of {len(out)}")
-        out = out[0]
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"cbrtgrad: out must be a numpy.ndarray, got {type(out).__name__}")
     np.copyto(out, result, casting="same_kind", where=where)
     return out
 
@@ -143,13 +102,21 @@ def same_view(a: np.ndarray, b: np.ndarray) -> bool:
     )
 
 
-def _where_mask(where: Any) -> np.ndarray | None:
-    if where is True:
-        return None
-    mask = np.asarray(where)
-    if mask.dtype.kind != "b":
-        raise TypeError(f"cbrtgrad: where must be a bool array or True, got dtype {mask.dtype}")
-    return mask
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """``np.broadcast_shapes`` with cbrtgrad's message.
+
+    Examples
+    --------
+    >>> broadcast_shape((3, 1), (4,))
+    (3, 4)
+    """
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(
+            "cbrtgrad: operands could not be broadcast together with shapes "
+            + ", ".join(str(s) for s in shapes)
+        ) from None
 
 
 def apply_elementwise(
@@ -162,11 +129,14 @@ def apply_elementwise(
     """Run a 1-D contiguous ``kernel(*inputs, result)`` with numpy ufunc semantics.
 
     The kernel only ever sees 1-D arrays that are contiguous, writable (numba's
-    compiled signatures are for writable arrays), of dtype ``dtype`` and free
-    of partial overlap with the result. Everything else a ufunc call allows
-    (Python scalars and lists, broadcasting, 0-d, any strides, C or Fortran
-    order, ``out=`` of another float dtype, ``where=``) is handled here by
-    converting the inputs and, when needed, writing through a temporary.
+    compiled signatures are for writable arrays) and of dtype ``dtype``.
+    ``out`` and ``where`` were checked by the api. One fast path, the layout
+    of almost every call (:func:`direct_operands`: the kernel reads and
+    writes the arrays as they are), and one general path for everything else
+    a ufunc call allows (Python scalars, broadcasting, 0-d, any strides, C or
+    Fortran order, ``out=`` of another float dtype, ``where=``, overlap): the
+    inputs made contiguous, the kernel run into a fresh result, and numpy
+    writing it out (``np.copyto(out, result, where=where, casting=...)``).
 
     Parameters
     ----------
@@ -197,79 +167,36 @@ def apply_elementwise(
     """
     direct_call = direct_operands(inputs, dtype, out, where)
     if direct_call is not None:
-        # The common layout, checked in a few microseconds (the general path
-        # below cost 12 to 19 us a call, 15 % of a 10^6-element gradient).
         flats, result = direct_call
         if result.size:
             kernel(*flats, result.reshape(-1))
         return result
     arrays = [np.asarray(a) for a in inputs]
-    mask = _where_mask(where)
     shapes = [a.shape for a in arrays]
-    if mask is not None:
-        shapes.append(mask.shape)
-    if out is not None:
-        if not isinstance(out, np.ndarray):
-            raise TypeError(f"cbrtgrad: out must be a numpy.ndarray, got {type(out).__name__}")
-        if not out.flags.writeable:
-            raise ValueError("cbrtgrad: out is read-only")
-        if not np.can_cast(dtype, out.dtype, "same_kind"):
-            raise TypeError(
-                f"cbrtgrad: cannot write a {dtype} result into out of dtype {out.dtype} "
-                "(casting rule 'same_kind')"
-            )
-    try:
-        shape = np.broadcast_shapes(*shapes)
-    except ValueError:
-        raise ValueError(
-            f"cbrtgrad: operands could not be broadcast together with shapes "
-            f"{', '.join(str(s) for s in shapes)}"
-        ) from None
-    if out is not None:
-        # As in a ufunc, the inputs may broadcast up to out's shape, not beyond.
-        try:
-            grown = np.broadcast_shapes(shape, out.shape)
-        except ValueError:
-            grown = None
-        if grown != out.shape:
-            raise ValueError(
-                f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {shape}"
-            )
-        shape = out.shape
-
-    contiguous_out = out is not None and (out.flags.c_contiguous or out.flags.f_contiguous)
-    direct = contiguous_out and mask is None and out.dtype == dtype
-    order: Literal["C", "F"]
-    if direct:
-        order = "C" if out.flags.c_contiguous else "F"
-        result = out
-    else:
-        # Keep a Fortran-ordered input Fortran-ordered, as numpy's order='K' does.
-        fortran = len(shape) > 1 and all(
-            a.shape == shape and a.flags.f_contiguous and not a.flags.c_contiguous for a in arrays
-        )
-        order = "F" if fortran else "C"
-        result = np.empty(shape, dtype, order="F" if fortran else "C")
-
+    if where is not True:
+        shapes.append(np.shape(where))
+    shape = broadcast_shape(*shapes) if out is None else out.shape
+    # Keep a Fortran-ordered input Fortran-ordered, as numpy's order='K' does.
+    fortran = len(shape) > 1 and all(
+        a.shape == shape and a.flags.f_contiguous and not a.flags.c_contiguous for a in arrays
+    )
+    order: Literal["C", "F"] = "F" if fortran else "C"
+    result = np.empty(shape, dtype, order=order)
     flats = []
     for a in arrays:
         full = a if a.shape == shape else np.broadcast_to(a, shape)
         c = np.asarray(full, dtype=dtype, order=order)  # type: ignore[call-overload]
         # NOTE: read-only inputs (np.frombuffer, broadcast views, read-only
-        # memmaps) do not match the kernels' writable signatures; an input that
-        # partly overlaps the result would be overwritten while still being
-        # read by another thread. Both are copied.
-        if not c.flags.writeable or (
-            direct and np.may_share_memory(c, result) and not same_view(c, result)
-        ):
+        # memmaps) do not match the kernels' writable signatures: copied.
+        if not c.flags.writeable:
             c = c.copy(order=order)
         flats.append(_flat(c, order))
     if result.size:
         kernel(*flats, _flat(result, order))
     if out is None:
+        # Where the mask is false the values are numpy's "uninitialised".
         return result[()] if result.ndim == 0 else result
-    if not direct:
-        np.copyto(out, result, casting="same_kind", where=True if mask is None else mask)
+    np.copyto(out, result, casting="same_kind", where=where)
     return out
 
 

@@ -29,10 +29,14 @@ class Availability(NamedTuple):
 class Backend(Protocol):
     """A provider of the three cube-root kernels.
 
-    Inputs reach a backend already validated by the public functions
-    (:func:`cbrtgrad.cbrt` and the others): their dtypes follow the rules of
-    ``cbrtgrad/_dtypes.py``, and ``dtype`` is the dtype to compute in (or
-    ``None`` for the input's own float dtype). ``out`` and ``where`` have numpy
+    A backend trusts its caller (:func:`cbrtgrad.cbrt` and the other public
+    functions, or the graph engine), which decides everything once: ``dtype``
+    is the float32 or float64 dtype to compute in (``None``: the inputs' own,
+    already one of those), host inputs come already cast to it (a backend
+    casts other inputs, e.g. dask chunks, as it reads them), ``where`` is
+    ``True`` or a bool array, and ``out`` was checked by
+    ``cbrtgrad.api.check_out`` (type, a shape the operands broadcast to, a
+    dtype the result casts to, writable). ``out`` and ``where`` have numpy
     ufunc meaning. Get one with :func:`get_backend`.
 
     A backend may also have a ``sum(a, axis=None, keepdims=False)`` method
@@ -95,7 +99,9 @@ class Backend(Protocol):
         """
         ...
 
-    def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
+    def cube_root_grad(
+        self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
+    ) -> Any:
         """Compute ``dx = g / (3 y^2)`` from the saved output ``y``.
 
         Parameters
@@ -108,6 +114,8 @@ class Backend(Protocol):
             Where to write ``dx``.
         where : array_like of bool, optional
             Where to compute.
+        dtype : numpy.dtype, optional
+            float32 or float64 to compute in.
 
         Returns
         -------
@@ -116,7 +124,9 @@ class Backend(Protocol):
         """
         ...
 
-    def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
+    def cube_root_and_grad(
+        self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
+    ) -> tuple[Any, Any]:
         """Compute ``(y, dx)`` in one pass over memory.
 
         Parameters
@@ -127,6 +137,8 @@ class Backend(Protocol):
             Upstream gradient.
         out : tuple of two arrays, optional
             ``(y, dx)`` to write into.
+        dtype : numpy.dtype, optional
+            float32 or float64 to compute in.
 
         Returns
         -------

@@ -28,10 +28,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import _config, _dtypes
+from .. import _config
 from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
-from ._layout import apply_elementwise, fused_outputs
+from ._layout import apply_elementwise, call_ufunc, fused_outputs
 from ._protocol import Availability
 
 #: The most elements one vForce call can take (its length is a C ``int``).
@@ -146,27 +146,21 @@ class AccelerateBackend:
 
         return run
 
-    @staticmethod
-    def _compute_dtype(x: Any, dtype: Any) -> np.dtype:
-        if dtype is None:
-            return _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
-        requested = _dtypes.requested_dtype(dtype)
-        assert requested is not None
-        return requested
-
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        compute = self._compute_dtype(x, dtype)
+        compute = np.dtype(dtype or x.dtype)
         return apply_elementwise(self._vforce(compute), (x,), compute, out, where)
 
-    def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
-        compute = _dtypes.result_dtype(g, y, argument="g, y")
-        return cpu_kernels.ufuncs().cube_root_grad(g, y, out=out, where=where, dtype=compute)
-
-    def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
-        compute = _dtypes.result_dtype(x, g, argument="x, g")
-        x, g, y, dx, _ = fused_outputs(
-            np.asarray(x, dtype=compute), np.asarray(g, dtype=compute), out
+    def cube_root_grad(
+        self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
+    ) -> Any:
+        return call_ufunc(
+            cpu_kernels.ufuncs().cube_root_grad, g, y, out=out, where=where, dtype=dtype
         )
-        apply_elementwise(self._vforce(compute), (x,), compute, y)
+
+    def cube_root_and_grad(
+        self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
+    ) -> tuple[Any, Any]:
+        x, g, y, dx, _ = fused_outputs(x, g, out, dtype)
+        apply_elementwise(self._vforce(y.dtype), (x,), y.dtype, y)
         cpu_kernels.ufuncs().cube_root_grad(g, y, out=dx)
         return y, dx

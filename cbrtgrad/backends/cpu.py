@@ -31,27 +31,33 @@ class CpuBackend:
         return not is_device_array(x)
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        if out is None and where is True and dtype is None:
-            # NOTE: hot path (every engine forward): the ufunc as call_ufunc would call it.
+        if out is None and where is True and (dtype is None or dtype == x.dtype):
+            # NOTE: hot path (every engine forward and api call): x is in the
+            # compute dtype already.
             return (self._ufuncs or self._load()).cube_root(x)
         return call_ufunc(cpu_kernels.ufuncs().cube_root, x, out=out, where=where, dtype=dtype)
 
-    def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
-        if out is None and where is True:
-            # NOTE: hot path (every engine backward): the ufunc as call_ufunc
-            # would call it. A broadcast g (the gradient of a sum) reaches its
-            # loop with stride 0 and is read as one value there.
+    def cube_root_grad(
+        self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
+    ) -> Any:
+        if out is None and where is True and (dtype is None or dtype == y.dtype == g.dtype):
+            # NOTE: hot path (every engine backward and api call). A broadcast g (the
+            # gradient of a sum) reaches the loop with stride 0 and is read
+            # from a buffer of its value there.
             return (self._ufuncs or self._load()).cube_root_grad(g, y)
-        return call_ufunc(cpu_kernels.ufuncs().cube_root_grad, g, y, out=out, where=where)
+        return call_ufunc(
+            cpu_kernels.ufuncs().cube_root_grad, g, y, out=out, where=where, dtype=dtype
+        )
 
-    def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
+    def cube_root_and_grad(
+        self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
+    ) -> tuple[Any, Any]:
         ufuncs = cpu_kernels.ufuncs()
-        x, g, y, dx, flat = fused_outputs(x, g, out)
+        x, g, y, dx, flat = fused_outputs(x, g, out, dtype)
         if flat is None:
-            # Layouts that cannot be flattened without a copy: two ufunc passes
-            # (through call_ufunc: a strided out= is not safe for numba's loop).
-            call_ufunc(ufuncs.cube_root, x, out=y)
-            call_ufunc(ufuncs.cube_root_grad, g, y, out=dx)
+            # Layouts that cannot be flattened without a copy: two ufunc passes.
+            ufuncs.cube_root(x, out=y)
+            ufuncs.cube_root_grad(g, y, out=dx)
         else:
             cpu_kernels.fused_blocks(ufuncs, *flat)
         return y, dx

@@ -177,7 +177,7 @@ class CudaBackend:
         self._check_where(where)
         self._check_out_kind(out, copy_host)
         xd = self._device_input(x, "x", copy_host, stream)
-        compute = _dtypes.requested_dtype(dtype) or _dtypes.compute_dtype(xd.dtype, "x")
+        compute = np.dtype(dtype or xd.dtype)
         shape = tuple(xd.shape)
         result, host = self._output(out, "out", shape, compute, stream)
         self._launch(cuda_kernels.kernels()[compute].forward, xd.size, stream, xd, result)
@@ -190,6 +190,7 @@ class CudaBackend:
         out: Any = None,
         *,
         where: Any = True,
+        dtype: Any = None,
         stream: Any = None,
         copy_host: bool = False,
     ) -> Any:
@@ -205,15 +206,20 @@ class CudaBackend:
                 f"cbrtgrad: g has shape {tuple(gd.shape)} and y {tuple(yd.shape)}; the cuda "
                 "backend does not broadcast"
             )
-        compute = _dtypes.result_dtype(
-            np.empty(0, gd.dtype), np.empty(0, yd.dtype), argument="g, y"
-        )
+        compute = np.dtype(dtype or np.result_type(gd.dtype, yd.dtype))
         result, host = self._output(out, "out", tuple(gd.shape), compute, stream)
         self._launch(cuda_kernels.kernels()[compute].backward, gd.size, stream, gd, yd, result)
         return self._finish(result, host, copy_host, stream)
 
     def cube_root_and_grad(
-        self, x: Any, g: Any, out: Any = None, *, stream: Any = None, copy_host: bool = False
+        self,
+        x: Any,
+        g: Any,
+        out: Any = None,
+        *,
+        dtype: Any = None,
+        stream: Any = None,
+        copy_host: bool = False,
     ) -> tuple[Any, Any]:
         """``(cbrt(x), g / (3 y^2))`` in one kernel; ``out`` a pair or ``None``."""
         from ..kernels import cuda as cuda_kernels
@@ -231,9 +237,7 @@ class CudaBackend:
                 f"cbrtgrad: x has shape {shape} and g {tuple(gd.shape)}; the cuda backend "
                 "does not broadcast"
             )
-        compute = _dtypes.result_dtype(
-            np.empty(0, xd.dtype), np.empty(0, gd.dtype), argument="x, g"
-        )
+        compute = np.dtype(dtype or np.result_type(xd.dtype, gd.dtype))
         y, y_host = self._output(y_out, "out[y]", shape, compute, stream)
         dx, dx_host = self._output(dx_out, "out[dx]", shape, compute, stream)
         self._launch(cuda_kernels.kernels()[compute].fused, xd.size, stream, xd, gd, y, dx)

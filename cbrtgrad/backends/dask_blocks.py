@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes
 from .._array_kinds import is_dask_array, is_device_array
 from ._protocol import Availability
 
@@ -187,14 +186,8 @@ class DaskBlocks:
         """The arrays ``where``/``out`` add to a task, and the dask ``out`` (or None)."""
         extra: list[Any] = []
         if where is not True:
-            mask = self._lazy(where, "where")
-            kind = _dtypes.dtype_of(mask)
-            if kind.kind != "b":
-                raise TypeError(f"cbrtgrad: where must be a bool array or True, got dtype {kind}")
-            extra.append(mask)
+            extra.append(self._lazy(where, "where"))
         if out is not None:
-            if isinstance(out, tuple) and len(out) == 1:
-                out = out[0]
             if not is_dask_array(out):
                 raise TypeError(
                     "cbrtgrad: out must be a dask array when the input is a dask array "
@@ -217,12 +210,6 @@ class DaskBlocks:
 
         import dask.array as da
 
-        if out is not None:
-            shape = np.broadcast_shapes(*(np.shape(v) for v in values[:-1]))
-            if out.shape != shape:
-                raise ValueError(
-                    f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {shape}"
-                )
         values = self._broadcast(*values, lead=lead)
         ndim = next(v.ndim for v in values if is_dask_array(v))
         # ``dtype`` is also map_blocks' own keyword: the compute dtype reaches
@@ -245,19 +232,23 @@ class DaskBlocks:
     # -- the protocol ---------------------------------------------------------
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        compute = _dtypes.requested_dtype(dtype) or _dtypes.compute_dtype(x.dtype, "x")
+        compute = np.dtype(dtype or x.dtype)
         extra, out = self._extras(where, out)
         return self._map(_cube_root_block, [x, *extra], compute, out, where is not True, "cbrt")
 
-    def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
-        compute = _dtypes.result_dtype(g, y, argument="g, y")
+    def cube_root_grad(
+        self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
+    ) -> Any:
+        compute = np.dtype(dtype or np.result_type(g, y))
         extra, out = self._extras(where, out)
         values = [self._lazy(g, "g"), self._lazy(y, "y"), *extra]
         return self._map(
             _cube_root_grad_block, values, compute, out, where is not True, "cbrt_grad", lead=1
         )
 
-    def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
+    def cube_root_and_grad(
+        self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
+    ) -> tuple[Any, Any]:
         import functools
 
         import dask.array as da
@@ -267,7 +258,7 @@ class DaskBlocks:
                 "cbrtgrad: cbrt_and_grad on dask arrays does not take out= (dask writes "
                 "nothing until computed)"
             )
-        compute = _dtypes.result_dtype(x, g, argument="x, g")
+        compute = np.dtype(dtype or np.result_type(x, g))
         xs, gs = self._broadcast(self._lazy(x, "x"), self._lazy(g, "g"))
         if not is_dask_array(xs):
             # A scalar x against a dask g: the chunks come from g.

@@ -29,18 +29,22 @@ class NumpyBackend:
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
         return np.cbrt(x, out=out, where=where, dtype=dtype)
 
-    def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
-        denominator = np.multiply(y, y)
+    def cube_root_grad(
+        self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
+    ) -> Any:
+        denominator = np.multiply(y, y, dtype=dtype)
         # In place saves an allocation; a 0-d y gives a numpy scalar, which cannot be out=.
         denominator = np.multiply(
             denominator, 3, out=denominator if isinstance(denominator, np.ndarray) else None
         )
-        return np.divide(g, denominator, out=out, where=where)
+        return np.divide(g, denominator, out=out, where=where, dtype=dtype)
 
-    def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
+    def cube_root_and_grad(
+        self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
+    ) -> tuple[Any, Any]:
         # Broadcast and validate ``out`` as the other host backends do: both
         # results have the broadcast shape, also where x alone is smaller.
-        x, g, y, dx, _ = fused_outputs(x, g, out)
+        x, g, y, dx, _ = fused_outputs(x, g, out, dtype)
         np.cbrt(x, out=y)
         self.cube_root_grad(g, y, out=dx)
         return y, dx

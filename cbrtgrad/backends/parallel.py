@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes
 from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
 from ..kernels import reduce as reduce_kernels
@@ -78,13 +77,13 @@ class ParallelBackend:
         return run
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        compute = _dtypes.compute_dtype(_dtypes.dtype_of(x), "x") if dtype is None else dtype
-        compute = _dtypes.requested_dtype(compute)
-        assert compute is not None
+        compute = np.dtype(dtype or x.dtype)
         kernel = self._locked(cpu_kernels.parallel_loops().cube_root)
-        return apply_elementwise(kernel, (x,), compute, out, where)  # type: ignore[arg-type]
+        return apply_elementwise(kernel, (x,), compute, out, where)
 
-    def cube_root_grad(self, g: Any, y: Any, out: Any = None, *, where: Any = True) -> Any:
+    def cube_root_grad(
+        self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
+    ) -> Any:
         constant = constant_operand(g, y, out, where)
         if constant is not None:
             dx = np.empty_like(y)
@@ -92,22 +91,21 @@ class ParallelBackend:
                 constant, y.reshape(-1), dx.reshape(-1)
             )
             return dx
-        compute = _dtypes.result_dtype(g, y, argument="g, y")
+        compute = np.dtype(dtype or np.result_type(g, y))
         kernel = self._locked(cpu_kernels.parallel_loops().cube_root_grad)
         return apply_elementwise(kernel, (g, y), compute, out, where)
 
-    def cube_root_and_grad(self, x: Any, g: Any, out: Any = None) -> tuple[Any, Any]:
-        compute = _dtypes.result_dtype(x, g, argument="x, g")
-        x = np.asarray(x, dtype=compute)
-        g = np.asarray(g, dtype=compute)
-        x, g, y, dx, flat = fused_outputs(x, g, out)
+    def cube_root_and_grad(
+        self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
+    ) -> tuple[Any, Any]:
+        x, g, y, dx, flat = fused_outputs(x, g, out, dtype)
         if flat is not None and not _flat_path_safe(*flat):
             flat = None
         if flat is None:
-            xc = np.array(x, dtype=compute, order="C")
-            gc = np.array(g, dtype=compute, order="C")
-            yc = np.empty(x.shape, compute)
-            dxc = np.empty(x.shape, compute)
+            xc = np.array(x, order="C")
+            gc = np.array(g, order="C")
+            yc = np.empty(x.shape, x.dtype)
+            dxc = np.empty(x.shape, x.dtype)
             if xc.size:
                 self._locked(cpu_kernels.parallel_loops().cube_root_and_grad)(
                     xc.reshape(-1), gc.reshape(-1), yc.reshape(-1), dxc.reshape(-1)

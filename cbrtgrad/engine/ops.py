@@ -123,15 +123,13 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
 
 
 # -- cube root ----------------------------------------------------------------
-def _to_compute(g: Any, y: Any) -> tuple[Any, Any]:
-    # The backends take inputs already in one compute dtype (float32/float64).
-    dt = y.dtype
-    if g.dtype == dt and dt in _NATIVE:
-        return g, y
-    if is_dask_array(g) or is_dask_array(y):
-        return g, y  # the dask backend casts inside each chunk's task
+def _gradient(backend: Any, g: Any, y: Any) -> Any:
+    # The backends take host inputs already in the compute dtype (float32 or
+    # float64), which is decided here as the api decides it.
     compute = _dtypes.result_dtype(g, y, argument="g, y")
-    return np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
+    if not (is_dask_array(g) or is_dask_array(y)):  # dask casts inside each chunk's task
+        g, y = np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
+    return backend.cube_root_grad(g, y, dtype=compute)
 
 
 class CubeRootBackward(Node):
@@ -188,7 +186,7 @@ class CubeRootBackward(Node):
         y = self.result
         dt = y.dtype
         if g.dtype != dt or dt not in _NATIVE:  # NOTE: hot path: one native dtype, no call
-            g, y = _to_compute(g, y)
+            return (_gradient(self.backend, g, y),)
         return (self.backend.cube_root_grad(g, y),)
 
     def grad_graph(self, g: Tensor) -> tuple[Any, ...]:
@@ -236,14 +234,16 @@ def cbrt(
             "cbrtgrad: cbrt with out= or where= is not differentiable; call it inside "
             "`with cbrtgrad.no_grad():` or drop out=/where="
         )
-    if where is not True:
-        api._check_where(where)
+    where = api.check_where(where)
+    compute = _dtypes.compute_dtype(x.dtype, "x")
+    data = x._data if x.dtype == compute or is_dask_array(x._data) else x._data.astype(compute)
     if out is None:
-        y = chosen.cube_root(x._data, where=where)
+        y = chosen.cube_root(data, where=where, dtype=compute)
         return Tensor._make(y if type(y) is np.ndarray or is_dask_array(y) else np.asarray(y), None)
     if type(out) is not Tensor:
         raise TypeError(f"cbrtgrad: out must be a Tensor, got {type(out).__name__}")
-    chosen.cube_root(x._data, out=out._data, where=where)
+    api.check_out(out._data, (data,), compute, where)
+    chosen.cube_root(data, out=out._data, where=where, dtype=compute)
     out._version.value += 1
     return out
 

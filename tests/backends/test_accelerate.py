@@ -62,21 +62,36 @@ def test_chunking_passes_every_element_once(accel, vforce_library):
     assert np.allclose(y, np.cbrt(x), rtol=2e-7)
 
 
-def test_dtype_dispatch_out_and_layouts(accel):
-    assert accel.cube_root(np.float16(8)).dtype == np.float32
-    ints = accel.cube_root(np.array([1, 8, 27]))
-    assert ints.dtype == np.float64 and np.allclose(ints, [1.0, 2.0, 3.0], rtol=1e-15)
-    x = np.linspace(-9.0, 9.0, 40).reshape(5, 8)
-    out = np.zeros((5, 8))
-    assert accel.cube_root(x[:, ::2].T.copy(), out=out[:, ::2].T) is not None
-    assert np.allclose(out[:, ::2], np.cbrt(x[:, ::2]))
-    assert (out[:, 1::2] == 0).all()
-    assert np.isclose(accel.cube_root(np.float64(-27.0)), -3.0, rtol=1e-15)
-    assert accel.cube_root(x, dtype=np.float32).dtype == np.float32
-    with pytest.raises(TypeError, match="complex128"):
-        accel.cube_root(np.ones(2, complex))
-    with pytest.raises(TypeError, match="dtype must be float16, float32 or float64"):
-        accel.cube_root(np.ones(2), dtype=np.int32)
+def test_dtype_dispatch_out_and_layouts(monkeypatch, vforce_library):
+    # Through the public function, which decides the dtype, the casts and
+    # out= for every backend (the backend trusts it).
+    monkeypatch.setenv("CBRTGRAD_ACCELERATE", str(vforce_library.path))
+    _config.settings.cache_clear()
+    try:
+
+        def accel(x, **kwargs):
+            return cbrtgrad.cbrt(x, backend="accelerate", **kwargs)
+
+        assert accel(np.float16(8)).dtype == np.float32
+        ints = accel(np.array([1, 8, 27]))
+        assert ints.dtype == np.float64 and np.allclose(ints, [1.0, 2.0, 3.0], rtol=1e-15)
+        x = np.linspace(-9.0, 9.0, 40).reshape(5, 8)
+        out = np.zeros((5, 8))
+        assert accel(x[:, ::2].T.copy(), out=out[:, ::2].T) is not None
+        assert np.allclose(out[:, ::2], np.cbrt(x[:, ::2]))
+        assert (out[:, 1::2] == 0).all()
+        assert np.isclose(accel(np.float64(-27.0)), -3.0, rtol=1e-15)
+        assert accel(x, dtype=np.float32).dtype == np.float32
+        mask = x > 0
+        masked = accel(x, out=np.full_like(x, 7.0), where=mask)
+        assert np.allclose(masked[mask], np.cbrt(x[mask])) and (masked[~mask] == 7.0).all()
+        with pytest.raises(TypeError, match="complex128"):
+            accel(np.ones(2, complex))
+        with pytest.raises(TypeError, match="dtype must be float16, float32 or float64"):
+            accel(np.ones(2), dtype=np.int32)
+    finally:
+        monkeypatch.undo()
+        _config.settings.cache_clear()
 
 
 def test_through_the_registry_and_env(monkeypatch, vforce_library):
