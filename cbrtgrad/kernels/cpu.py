@@ -101,7 +101,7 @@ def _pass_f32(x, y):  # type: ignore[no-untyped-def]
 @numba.njit(**_compile.SCALAR_OPTIONS)
 def forward_block_f32(x, y):  # type: ignore[no-untyped-def]
     # NOTE: in place, LLVM's runtime overlap check fails and its scalar loop
-    # runs (13 vs 1.7 ns per element): blocks go through a copy instead.
+    # runs (docs/kernels.md, "Measured choices"): blocks go through a copy.
     if x.ctypes.data != y.ctypes.data:
         _pass_f32(x, y)
         return
@@ -145,10 +145,9 @@ def forward_block_f64(x, y):  # type: ignore[no-untyped-def]
     # that has a hard lane, the exact path for those lanes. In place (y is x)
     # the block's inputs are kept first, since the first pass overwrites them.
     # NOTE: the first pass is a function of its own over the block's slices:
-    # written inline in this loop nest, LLVM did not vectorise it (9 vs 2.8
-    # ns per element).
-    # In place, the first pass also reads the copy: LLVM's runtime overlap
-    # check fails for y = x and its scalar loop is 10x slower.
+    # written inline in this loop nest, LLVM did not vectorise it. In place,
+    # the first pass also reads the copy: LLVM's runtime overlap check fails
+    # for y = x and its scalar loop runs (docs/kernels.md, "Measured choices").
     n = x.shape[0]
     in_place = x.ctypes.data == y.ctypes.data
     saved = np.empty(min(n, SECOND_PASS_BLOCK) if in_place else 0, np.float64)
@@ -271,10 +270,10 @@ def fused_blocks(
     """Run forward then backward over L2-sized blocks of 1-D arrays.
 
     NOTE: a numba loop writing both y and dx is not vectorised by LLVM (numba
-    gives it no noalias information) and measured 5x slower; the two
-    vectorised ufuncs over blocks of ``SERIAL_BLOCK`` elements are, and the
-    block of y just written is still in cache when the gradient reads it, so
-    x and g cross memory once. The Python loop costs about 1 us per block.
+    gives it no noalias information); the two vectorised ufuncs over blocks of
+    ``SERIAL_BLOCK`` elements are, and the block of y just written is still in
+    cache when the gradient reads it, so x and g cross memory once
+    (docs/kernels.md, "Measured choices").
     """
     n = x.shape[0]
     for start in range(0, n, SERIAL_BLOCK):
@@ -341,8 +340,8 @@ class CpuUfuncs:
 class ParallelLoops:
     """Multi-threaded (``prange``) loops over 1-D C-contiguous arrays.
 
-    NOTE: numba's parallel ``vectorize`` target measured 4x slower than the
-    single-thread ufunc here (its inner loop is not vectorised), so the
+    NOTE: numba's parallel ``vectorize`` target does not vectorise its inner
+    loop and was slower than the single-thread ufunc (docs/kernels.md), so the
     parallel kernels are ``prange`` loops over L1-sized blocks of the same
     vectorised block loops instead; array layout is handled by the caller.
 
@@ -388,8 +387,8 @@ _built: dict[str, Any] = {}
 #: SIMD width per loop (bits), capped by ``CBRTGRAD_VECTOR_WIDTH``.
 #: NOTE: the float32 loops compute in float64, so at 256 bits they already
 #: fill zmm registers with 8 lanes; at 512 (16 lanes, two zmm halves) the
-#: forward measured 2x slower at 10^7 elements (docs/kernels.md), so float32
-#: stays at 256.
+#: forward was slower at 10^7 elements (docs/kernels.md, "SIMD shape per
+#: CPU"), so float32 stays at 256.
 LOOP_WIDTHS = {"float32": 256, "float64": 512}
 
 
@@ -430,9 +429,9 @@ def _build_ufuncs() -> CpuUfuncs:
 
 #: SIMD width of the parallel loops, per loop and dtype (default 512), capped
 #: by ``CBRTGRAD_VECTOR_WIDTH``. NOTE: the fused float32 loop (the forward and
-#: the gradient inlined in one body) measured 1.6x slower at 512 bits than at
-#: 256 (1335 vs 827 us at 10^6 on 2 threads), while the float32 forward alone
-#: is faster at 512 (437 vs 562 us).
+#: the gradient inlined in one body) was slower at 512 bits than at 256, while
+#: the float32 forward alone is faster at 512 (docs/kernels.md, "Measured
+#: choices").
 PARALLEL_LOOP_WIDTHS = {("fused", "float32"): 256}
 
 
