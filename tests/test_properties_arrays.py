@@ -37,7 +37,7 @@ F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 # NOTE: np.cbrt's own error depends on how numpy was built: 1.93 ulp (float32)
 # and 0.536 ulp (float64) with SVML, 0.885 and 3.04 ulp with glibc's libm
-# (REFERENCE.md). Against ours (<= 0.5 / 0.52 ulp) that is at most 3 and 4
+# (REFERENCE.md). Against ours (<= 0.5 ulp) that is at most 3 and 4
 # representable steps apart. mpmath is the strict oracle; this one catches a
 # wrong formula with an independent implementation.
 NP_CBRT_STEPS = {F32: 3, F64: 4}

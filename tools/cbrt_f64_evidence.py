@@ -15,8 +15,17 @@ the midpoints below and above ``y``, decided in integer arithmetic
 (``kernels/exact_rounding.py``, itself checked against Python fractions in
 ``tests/test_correct_rounding_f64.py``).
 
+``check-grad-random N``: N random pairs (g, y) over all binades through the
+``cpu`` and ``parallel`` gradient, each result checked exactly: ``dx`` is the
+correctly rounded ``g / (3 y^2)`` if and only if ``|g|`` lies strictly between
+``3 m y^2`` at the midpoints below and above ``|dx|``, decided in integer
+arithmetic (``above_midpoint_times_square``, checked against Python fractions
+in ``tests/test_gradient_rounding_f64.py``). Pairs outside the proved domain
+(``|g| < 2^-968``, results outside [2^-968, 2^1020)) are drawn again.
+
     python tools/cbrt_f64_evidence.py find-hard --inputs 400000000
     python tools/cbrt_f64_evidence.py check-random 100000000
+    python tools/cbrt_f64_evidence.py check-grad-random 100000000
 """
 
 from __future__ import annotations
@@ -39,7 +48,9 @@ from cbrtgrad.verification.integer_oracle import correctly_rounded_cbrt
 
 ROOT = Path(__file__).resolve().parent.parent
 HARD_FILE = ROOT / "tests" / "data" / "cbrt_f64_hard.txt"
-_above = make_exact_rounding(CPU_PRIMITIVES, numba.njit).above_midpoint_cubed
+_exact = make_exact_rounding(CPU_PRIMITIVES, numba.njit)
+_above = _exact.above_midpoint_cubed
+_above_times_square = _exact.above_midpoint_times_square
 _fast = cpu.FORMULAS.cube_root_f64_fast
 
 
@@ -62,6 +73,49 @@ def _count_wrong(x, y):  # type: ignore[no-untyped-def]
         ok = ok and (y[i] < 0.0) == (x[i] < 0.0)
         wrong += not ok
     return wrong
+
+
+@numba.njit
+def _count_wrong_grad(g, y, dx):  # type: ignore[no-untyped-def]
+    # dx correctly rounded <=> 3 m_below y^2 < |g| < 3 m_above y^2.
+    wrong = 0
+    for i in range(g.shape[0]):
+        ag = abs(g[i])
+        ay = abs(y[i])
+        ad = abs(dx[i])
+        below = np.nextafter(ad, 0.0)
+        above = np.nextafter(ad, np.inf)
+        ok = _above_times_square(ag, below, ad, ay) and not _above_times_square(ag, ad, above, ay)
+        ok = ok and (dx[i] < 0.0) == (g[i] < 0.0)
+        wrong += not ok
+    return wrong
+
+
+def _random_pairs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y = np.cbrt(cases.random_inputs(np.dtype(np.float64), n, seed))
+    g = rng.uniform(-2.0, 2.0, n) * 2.0 ** rng.integers(-1000, 1000, n)
+    with np.errstate(all="ignore"):
+        q = np.abs(g / (3.0 * y * y))
+    keep = (np.abs(g) >= 2.0**-968) & (q >= 2.0**-967) & (q < 2.0**1019)
+    keep &= np.isfinite(y) & (y != 0)
+    return g[keep], y[keep]
+
+
+def check_grad_random(n: int, chunk: int = 10_000_000) -> int:
+    print(f"CPU: {host_isa().describe()}")
+    total_wrong = 0
+    checked = 0
+    start = time.perf_counter()
+    for seed in range(max(1, n // chunk)):
+        g, y = _random_pairs(chunk, 4000 + seed)
+        for backend in ("cpu", "parallel"):
+            dx = np.asarray(api.cbrt_grad(g, y, backend=backend))
+            total_wrong += _count_wrong_grad(g, y, dx)
+        checked += g.size
+    seconds = time.perf_counter() - start
+    print(f"{checked} random pairs x 2 backends: {total_wrong} wrong ({seconds:.0f} s)")
+    return total_wrong
 
 
 def _random(n: int, seed: int) -> np.ndarray:
@@ -125,10 +179,14 @@ def main() -> int:
     hard.add_argument("--inputs", type=int, default=400_000_000)
     rand = sub.add_parser("check-random")
     rand.add_argument("n", type=int)
+    grad = sub.add_parser("check-grad-random")
+    grad.add_argument("n", type=int)
     args = parser.parse_args()
     if args.command == "find-hard":
         find_hard(args.inputs)
         return 0
+    if args.command == "check-grad-random":
+        return 1 if check_grad_random(args.n) else 0
     return 1 if check_random(args.n) else 0
 
 

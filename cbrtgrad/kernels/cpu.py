@@ -38,6 +38,8 @@ _cube_root_f64_exact = FORMULAS.cube_root_f64_exact
 _cube_root_grad_f32 = FORMULAS.cube_root_grad_f32
 _cube_root_grad_f64 = FORMULAS.cube_root_grad_f64
 _cube_root_grad_f32_fast = FORMULAS.cube_root_grad_f32_fast
+_cube_root_grad_f64_fast = FORMULAS.cube_root_grad_f64_fast
+_cube_root_grad_f64_exact = FORMULAS.cube_root_grad_f64_exact
 
 FUSED_SIGNATURES = [
     "void(float32[::1], float32[::1], float32[::1], float32[::1])",
@@ -192,18 +194,11 @@ def _overload_kept(a, start, stop, kept):  # type: ignore[no-untyped-def]
     return kept_block
 
 
-# NOTE: not inlined at numba's level: the scalar kernel inlined inside the
-# branch of grad_block_f32 trips numba's SSA checks (NumbaIRAssumptionWarning).
+# NOTE: the first passes are functions of their own (not inlined into the
+# block loop, as for the float64 forward's first pass).
 @numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
-def _grad_exact_pass(g, y, dx):  # type: ignore[no-untyped-def]
-    # The scalar kernel over a block.
-    for i in range(y.shape[0]):
-        dx[i] = cube_root_grad(g[i], y[i])
-
-
-@numba.njit(**_compile.SCALAR_OPTIONS)
 def _grad_fast_pass_f32(g, y, dx):  # type: ignore[no-untyped-def]
-    # The branch-free float32 first pass (vectorised); whether any lane was hard.
+    # The branch-free first pass (vectorised); whether any lane was hard.
     hard = False
     for i in range(y.shape[0]):
         dxi, h = _cube_root_grad_f32_fast(g[i], y[i])
@@ -212,56 +207,80 @@ def _grad_fast_pass_f32(g, y, dx):  # type: ignore[no-untyped-def]
     return hard
 
 
+@numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+def _grad_fast_pass_f64(g, y, dx):  # type: ignore[no-untyped-def]
+    hard = False
+    for i in range(y.shape[0]):
+        dxi, h = _cube_root_grad_f64_fast(g[i], y[i])
+        dx[i] = dxi
+        hard |= h
+    return hard
+
+
+# NOTE: the second passes are not inlined: they are rare, and keeping them out
+# of line keeps the vector loop of the first pass free of their code. Each
+# calls the formulas directly: a kernel inlined through an overload inside the
+# branch trips numba's SSA checks (NumbaIRAssumptionWarning).
+@numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+def _redo_hard_grad_lanes_f32(g, y, dx):  # type: ignore[no-untyped-def]
+    for i in range(y.shape[0]):
+        _, hard = _cube_root_grad_f32_fast(g[i], y[i])
+        if hard:
+            dx[i] = _cube_root_grad_f32(g[i], y[i])
+
+
+@numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+def _redo_hard_grad_lanes_f64(g, y, dx):  # type: ignore[no-untyped-def]
+    for i in range(y.shape[0]):
+        _, hard = _cube_root_grad_f64_fast(g[i], y[i])
+        if hard:
+            dx[i] = _cube_root_grad_f64_exact(g[i], y[i])
+
+
+def _grad_first_pass(g: Any, y: Any, dx: Any) -> bool:
+    """The gradient's fast pass over a block, by dtype (numba code only)."""
+    raise NotImplementedError("_grad_first_pass is only callable from numba-compiled code")
+
+
+@overload(_grad_first_pass, inline="always")
+def _overload_grad_first_pass(g, y, dx):  # type: ignore[no-untyped-def]
+    if _is_f32(y.dtype):
+        return lambda g, y, dx: _grad_fast_pass_f32(g, y, dx)
+    return lambda g, y, dx: _grad_fast_pass_f64(g, y, dx)
+
+
+def _grad_second_pass(g: Any, y: Any, dx: Any) -> None:
+    """The gradient's exact pass over a block's hard lanes, by dtype (numba code only)."""
+    raise NotImplementedError("_grad_second_pass is only callable from numba-compiled code")
+
+
+@overload(_grad_second_pass, inline="always")
+def _overload_grad_second_pass(g, y, dx):  # type: ignore[no-untyped-def]
+    if _is_f32(y.dtype):
+        return lambda g, y, dx: _redo_hard_grad_lanes_f32(g, y, dx)
+    return lambda g, y, dx: _redo_hard_grad_lanes_f64(g, y, dx)
+
+
 @numba.njit(**_compile.SCALAR_OPTIONS)
-def grad_block_f32(g, y, dx):  # type: ignore[no-untyped-def]
-    # The float32 gradient, correctly rounded as cube_root_grad_f32 is, by
-    # blocks: the fast pass (one float64 division per element, rounded once
-    # more), then, only for a block with a hard lane, the scalar kernel over
-    # that block. In place (dx is g or y) the
-    # block's inputs are kept first: the first pass overwrites them, and LLVM's
-    # runtime overlap check fails for dx = y and runs its scalar loop.
+def grad_block(g, y, dx):  # type: ignore[no-untyped-def]
+    # The gradient, correctly rounded (float32 for normal results, float64
+    # where its rounding test applies), by blocks: the fast pass, then, only
+    # for a block with a hard lane, the exact path for those lanes. In place
+    # (dx is g or y) the block's inputs are kept first: the first pass
+    # overwrites them, and LLVM's runtime overlap check fails for dx = y and
+    # runs its scalar loop.
     n = y.shape[0]
     in_place = g.ctypes.data == dx.ctypes.data or y.ctypes.data == dx.ctypes.data
     size = min(n, SECOND_PASS_BLOCK) if in_place else 0
-    kept_g = np.empty(size, np.float32)
-    kept_y = np.empty(size, np.float32)
+    kept_g = np.empty(size, y.dtype)
+    kept_y = np.empty(size, y.dtype)
     for start in range(0, n, SECOND_PASS_BLOCK):
         stop = min(start + SECOND_PASS_BLOCK, n)
         gs = _kept(g, start, stop, kept_g)
         ys = _kept(y, start, stop, kept_y)
         dxs = dx[start:stop]
-        if _grad_fast_pass_f32(gs, ys, dxs):
-            _grad_exact_pass(gs, ys, dxs)
-
-
-@numba.njit(**_compile.SCALAR_OPTIONS)
-def grad_block_f64(g, y, dx):  # type: ignore[no-untyped-def]
-    # The float64 gradient; in place, by blocks whose inputs are kept, as above.
-    n = y.shape[0]
-    in_place = g.ctypes.data == dx.ctypes.data or y.ctypes.data == dx.ctypes.data
-    if not in_place:
-        _grad_exact_pass(g, y, dx)
-        return
-    size = min(n, SECOND_PASS_BLOCK)
-    kept_g = np.empty(size, np.float64)
-    kept_y = np.empty(size, np.float64)
-    for start in range(0, n, SECOND_PASS_BLOCK):
-        stop = min(start + SECOND_PASS_BLOCK, n)
-        _grad_exact_pass(
-            _kept(g, start, stop, kept_g), _kept(y, start, stop, kept_y), dx[start:stop]
-        )
-
-
-def _grad_block(g: Any, y: Any, dx: Any) -> None:
-    """The gradient over 1-D contiguous ``y`` and ``dx``, by dtype (numba code only)."""
-    raise NotImplementedError("_grad_block is only callable from numba-compiled code")
-
-
-@overload(_grad_block, inline="always")
-def _overload_grad_block(g, y, dx):  # type: ignore[no-untyped-def]
-    if _is_f32(y.dtype):
-        return lambda g, y, dx: grad_block_f32(g, y, dx)
-    return lambda g, y, dx: grad_block_f64(g, y, dx)
+        if _grad_first_pass(gs, ys, dxs):
+            _grad_second_pass(gs, ys, dxs)
 
 
 def fused_blocks(
@@ -291,7 +310,7 @@ def _backward_loop_parallel_constant(g, y, dx):  # type: ignore[no-untyped-def]
     for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
-        _grad_block(np.full(stop - start, g, y.dtype), y[start:stop], dx[start:stop])
+        grad_block(np.full(stop - start, g, y.dtype), y[start:stop], dx[start:stop])
 
 
 def _fused_loop_parallel(x, g, y, dx):  # type: ignore[no-untyped-def]
@@ -300,7 +319,7 @@ def _fused_loop_parallel(x, g, y, dx):  # type: ignore[no-untyped-def]
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
         _forward_block(x[start:stop], y[start:stop])
-        _grad_block(g[start:stop], y[start:stop], dx[start:stop])
+        grad_block(g[start:stop], y[start:stop], dx[start:stop])
 
 
 def _forward_loop_parallel(x, y):  # type: ignore[no-untyped-def]
@@ -318,7 +337,7 @@ def _backward_loop_parallel(g, y, dx):  # type: ignore[no-untyped-def]
     for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
-        _grad_block(g[start:stop], y[start:stop], dx[start:stop])
+        grad_block(g[start:stop], y[start:stop], dx[start:stop])
 
 
 @dataclass(frozen=True)
@@ -421,7 +440,7 @@ def _build_ufuncs() -> CpuUfuncs:
         "cube_root_grad",
         "g / (3 y^2), the cube root's gradient from its output y (cbrtgrad).",
         2,
-        {f32: grad_block_f32, f64: grad_block_f64},
+        {f32: grad_block, f64: grad_block},
         shapes,
     )
     return CpuUfuncs(forward, gradient)
@@ -473,7 +492,7 @@ _VARIANTS = {
     ("forward", "float32"): "float32 Newton step, float64 series, exact midpoint test",
     ("forward", "float64"): "correctly rounded: fast path, exact second pass for hard lanes",
     ("gradient", "float32"): "correctly rounded: float64 quotient, exact pass for hard lanes",
-    ("gradient", "float64"): "double-double 3y^2, one quotient correction",
+    ("gradient", "float64"): "correctly rounded: corrected quotient, exact pass for hard lanes",
 }
 
 

@@ -50,7 +50,10 @@ def make_exact_rounding(prims: Any, jit: Callable[[Callable[..., Any]], Any]) ->
     types.SimpleNamespace
         ``above_midpoint_cubed(x, lower, upper)``: whether ``x > ((lower +
         upper) / 2)^3`` exactly, for positive normal float64 ``x`` and
-        adjacent positive normal float64 ``lower < upper``.
+        adjacent positive normal float64 ``lower < upper``; and
+        ``above_midpoint_times_square(g, lower, upper, y)``: whether
+        ``g > 3 m y^2`` exactly for that midpoint ``m`` and positive normal
+        ``g`` and ``y``, with ``3 m y^2`` within a factor 2 of ``g``.
 
     Examples
     --------
@@ -125,4 +128,37 @@ def make_exact_rounding(prims: Any, jit: Callable[[Callable[..., Any]], Any]) ->
         # m^3 is odd).
         return (x2 > c2) | ((x2 == c2) & (x1 > c1))
 
-    return SimpleNamespace(above_midpoint_cubed=above_midpoint_cubed)
+    @jit
+    def above_midpoint_times_square(g, lower, upper, y):  # type: ignore[no-untyped-def]
+        # Whether g > 3 m y^2 exactly, m the midpoint of lower and upper (for
+        # the float64 gradient g / (3 y^2)). With m = M 2^(e - 1) as above and
+        # y = Y 2^k: 3 m y^2 = (3 M) Y^2 2^(e - 1 + 2k), on three limbs: 3M
+        # is below 2^57, Y^2 below 2^106, their product below 2^163. No ties:
+        # the odd part of 3 M Y^2 is at least 3M > 2^54, more bits than g has.
+        # The caller keeps 3 m y^2 within a factor 2 of g, so the shift of g's
+        # significand is between 104 and 112 (the limbs take 64 to 127).
+        low_int, low_exp = significand_exponent(lower)
+        up_int, up_exp = significand_exponent(upper)
+        exponent = min(low_exp, up_exp)
+        low_int = low_int << np.uint64(low_exp - exponent)
+        up_int = up_int << np.uint64(up_exp - exponent)
+        m3 = (low_int + up_int) * np.uint64(3)
+        y_int, y_exp = significand_exponent(y)
+        s1, s0 = mul_wide(y_int, y_int)
+        q1, _ = mul_wide(s0, m3)
+        r1, r0 = mul_wide(s1, m3)
+        c1, carry = add_carry(q1, r0)
+        c2 = r1 + carry
+        g_int, g_exp = significand_exponent(g)
+        shift = np.uint64(g_exp - (exponent - np.int64(1) + np.int64(2) * y_exp))
+        up_shift = shift - np.uint64(64)
+        keep = (np.uint64(1) << (np.uint64(64) - up_shift)) - np.uint64(1)
+        g1 = (g_int & keep) << up_shift
+        g2 = g_int >> (np.uint64(64) - up_shift)
+        # Top limb first; limb 0 of g is 0 and equality is impossible (no ties).
+        return (g2 > c2) | ((g2 == c2) & (g1 > c1))
+
+    return SimpleNamespace(
+        above_midpoint_cubed=above_midpoint_cubed,
+        above_midpoint_times_square=above_midpoint_times_square,
+    )

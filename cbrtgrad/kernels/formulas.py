@@ -57,8 +57,12 @@ The gradient ``g / (3 y^2)`` is computed from the saved output ``y``. float32:
 correctly rounded for that ``y`` whenever the result is a normal float32 (the
 float64 quotient, where ``3 y^2`` is exact, locates it, and the same exact
 midpoint test as the forward decides; below 2^-126 the float64 quotient is
-rounded once more, see the kernel). float64: about 0.5 ulp, with ``3 y^2`` as a
-double-double and one correction of the quotient. Against the exact derivative
+rounded once more, see the kernel). float64: correctly rounded wherever
+``|g| >= 2^-968`` and the result lies in [2^-968, 2^1020) in magnitude:
+``3 y^2`` as a double-double, one correction of the quotient (within
+2^-100.9), a rounding test, and for the rare lane that fails it the exact
+sign of ``|g| - 3 m y^2`` at the midpoint ``m``, in integers
+(docs/mathematics.md). Against the exact derivative
 at ``x`` it carries the rounding of ``y`` too: ``y`` is off by up to half an
 ulp, which ``1/y^2`` doubles and the change of binade can stretch to 1.73 ulp of
 the result, so the bound is 1.73 + 0.5 = 2.23 ulp whatever the kernel does
@@ -103,9 +107,17 @@ _QUIET64 = np.int64(1 << 51)
 # test uses 2^-77, with room for the roundings of c +- tolerance: lanes whose
 # root may lie that close to a midpoint go to the exact path.
 _ROUNDING_TOLERANCE = 2.0**-77
-# The gradient's refined path runs for 2^-400 <= |y| < 2^400.
+# The gradient's refined path runs for 2^-400 <= |y| < 2^400, its rounding
+# test for 2^-968 <= |g| and 2^-968 <= |q| < 2^1020: there the residual and
+# the correction t (about 2^-53 q) keep 2^-101 |q| of absolute precision (a
+# subnormal t would not) and the neighbours of q are normal. The test's
+# tolerance: 2^-98, four times the bound 2^-100.9 of q + t, with room for the
+# roundings of t +- tolerance (docs/mathematics.md).
 _GRAD_LO64 = np.int64(0x26F0000000000000)
 _GRAD_HI64 = np.int64(0x58F0000000000000)
+_GRAD_EXACT_LO64 = np.int64(0x0370000000000000)
+_GRAD_Q_HI64 = np.int64(0x7FB0000000000000)
+_GRAD_TOLERANCE = 2.0**-98
 # Magic constant of the inverse cube root bit trick for float64 (Moroz et al.):
 # bits(r0) = K - bits(x) / 3 gives |r0 * x^(1/3) - 1| < 0.035.
 _INV_CBRT_MAGIC64 = np.int64(0x553EF0FF289DD796)
@@ -183,7 +195,9 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
     -3.0
     """
     fma = prims.fma
-    above_midpoint_cubed = make_exact_rounding(prims, jit).above_midpoint_cubed
+    exact_rounding = make_exact_rounding(prims, jit)
+    above_midpoint_cubed = exact_rounding.above_midpoint_cubed
+    above_midpoint_times_square = exact_rounding.above_midpoint_times_square
     f64_as_i64 = prims.f64_as_i64
     i64_as_f64 = prims.i64_as_f64
     f32_as_i32 = prims.f32_as_i32
@@ -340,19 +354,20 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         return i32_as_f32(np.int32(iy | sign))
 
     @jit
-    def cube_root_grad_f64(g, y):  # type: ignore[no-untyped-def]
-        # g / (3 y^2) with 3 y^2 as a double-double (A + D_lo, error-free
-        # products) and one Newton correction of the quotient: about 0.5 ulp
-        # for the given y, where the plain expression has up to 2.5 ulp.
-        # NOTE: at y = 0 this is IEEE division: ±inf (sign of g) and nan for
-        # g = 0, with numpy's divide/invalid warnings, as JAX gives. Outside
-        # 2^-400 <= |y| < 2^400 (never a cube root of a finite float64 but
-        # possible for a user's y) and for infinite quotients the plain
-        # expression is used; the refinement runs on sanitised operands so
-        # that it raises no spurious flag. NOTE: LLVM assumes the default FP
-        # environment and may compute an fma before the select that sanitises
-        # its operands, so the vectorised loop still raises "invalid" for
-        # y = ±inf and for g = ±inf (the results, ±0 and ±inf, are right).
+    def grad_parts_f64(g, y):  # type: ignore[no-untyped-def]
+        # g / (3 y^2) as q + t: q = g (1 / big) and t, one Newton correction,
+        # with 3 y^2 as a double-double (big + big_lo, error-free products):
+        # |q + t - g / (3 y^2)| < 2^-100.9 |q| (docs/mathematics.md).
+        # Refined only for 2^-400 <= |y| < 2^400 (every cube root of a finite
+        # float64 is there) and 0 < |q| < inf (one unsigned compare: ±0 and
+        # ±inf are exact already); elsewhere q + t is the plain expression
+        # (t = 0). The refinement runs on sanitised operands so that it raises
+        # no spurious flag. NOTE: at y = 0 this is IEEE division: ±inf (sign
+        # of g) and nan for g = 0, with numpy's divide/invalid warnings, as
+        # JAX gives. NOTE: LLVM assumes the default FP environment and may
+        # compute an fma before the select that sanitises its operands, so
+        # the vectorised loop still raises "invalid" for y = ±inf and for
+        # g = ±inf (the results, ±0 and ±inf, are right).
         ay = f64_as_i64(y) & _ABS64
         in_range = (ay >= _GRAD_LO64) & (ay < _GRAD_HI64)
         ys = y if in_range else 1.0
@@ -362,15 +377,59 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         big_lo = fma(3.0, b, fma(3.0, a, -big))
         reciprocal = 1.0 / (big if in_range else 3.0 * (y * y))
         q = g * reciprocal
-        # Refine only 0 < |q| < inf (one unsigned compare): ±0 and ±inf are
-        # exact already, and the residual of a -0.0 quotient would be +0.0.
         aq = f64_as_i64(q) & _ABS64
         use = in_range & (np.uint64(aq - np.int64(1)) < np.uint64(_INF64 - np.int64(1)))
         qs = q if use else 0.0
         residual = fma(-qs, big_lo, fma(-qs, big, g if use else 0.0))
-        refined = fma(residual, reciprocal if use else 0.0, q)
-        # Select rather than rely on fma(0, 0, q): that turns -0.0 into +0.0.
-        return refined if use else q
+        t = residual * (reciprocal if use else 0.0)
+        return q, t, use
+
+    @jit
+    def grad_bracket_f64(q, t, use):  # type: ignore[no-untyped-def]
+        # q + t rounded with t moved by +- the tolerance: if both agree, that
+        # is the correctly rounded quotient. Other lanes run on 1.0 and 0.0.
+        qs = q if use else 1.0
+        ts = t if use else 0.0
+        tolerance = abs(qs) * _GRAD_TOLERANCE
+        return qs + (ts + tolerance), qs + (ts - tolerance)
+
+    @jit
+    def cube_root_grad_f64_fast(g, y):  # type: ignore[no-untyped-def]
+        # The branch-free first pass: q + t rounded, and whether the lane is
+        # hard (the rounding test failed). A hard lane may also be one the
+        # test does not apply to (see cube_root_grad_f64_exact): keeping that
+        # check out of the vector loop costs nothing there.
+        q, t, use = grad_parts_f64(g, y)
+        up, down = grad_bracket_f64(q, t, use)
+        # Select rather than rely on q + 0.0: that turns -0.0 into +0.0.
+        return (q + t) if use else q, up != down
+
+    @jit
+    def cube_root_grad_f64_exact(g, y):  # type: ignore[no-untyped-def]
+        # For a hard lane: the correctly rounded quotient is one of the two
+        # adjacent roundings up and down, decided by the exact sign of
+        # |g| - 3 m y^2 at their midpoint m (kernels/exact_rounding.py),
+        # where the test applies (|g|, |q| >= 2^-968, |q| < 2^1020); elsewhere
+        # q + t rounded, about half an ulp.
+        q, t, use = grad_parts_f64(g, y)
+        up, down = grad_bracket_f64(q, t, use)
+        ag = f64_as_i64(g) & _ABS64
+        aq = f64_as_i64(q) & _ABS64
+        exact_ok = use & (ag >= _GRAD_EXACT_LO64) & (aq >= _GRAD_EXACT_LO64) & (aq < _GRAD_Q_HI64)
+        if not exact_ok:
+            return (q + t) if use else q
+        lower = min(abs(up), abs(down))
+        upper = max(abs(up), abs(down))
+        above = above_midpoint_times_square(abs(g), lower, upper, abs(y))
+        magnitude = upper if above else lower
+        return i64_as_f64(f64_as_i64(magnitude) | (f64_as_i64(g) & _SIGN64))
+
+    @jit
+    def cube_root_grad_f64(g, y):  # type: ignore[no-untyped-def]
+        # Correctly rounded where the test applies, one element at a time
+        # (CUDA threads, scalar code); the CPU loops run the two passes.
+        dx, hard = cube_root_grad_f64_fast(g, y)
+        return cube_root_grad_f64_exact(g, y) if hard else dx
 
     @jit
     def round_quotient_f32(q, big, g):  # type: ignore[no-untyped-def]
@@ -437,6 +496,9 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         cube_root_f64_exact=cube_root_f64_exact,
         cube_root_f32=cube_root_f32,
         cube_root_grad_f64=cube_root_grad_f64,
+        grad_parts_f64=grad_parts_f64,
+        cube_root_grad_f64_fast=cube_root_grad_f64_fast,
+        cube_root_grad_f64_exact=cube_root_grad_f64_exact,
         cube_root_grad_f32=cube_root_grad_f32,
         cube_root_grad_f32_fast=cube_root_grad_f32_fast,
     )
