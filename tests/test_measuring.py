@@ -79,3 +79,11 @@ def test_table_aligns_text_left_and_numbers_right():
     assert head == "a     value  note" and rule == "-" * len(head)
     assert first == "x       1.2  ok"  # format(1.25, ".1f"): round half to even
     assert second == "long      -"  # no trailing spaces
+
+
+def test_best_time_measures_with_the_garbage_collector_on():
+    import gc
+
+    seen = []
+    benchmarking.best_time(lambda: seen.append(gc.isenabled()), 2, number=1)
+    assert seen and all(seen)
