@@ -1,30 +1,52 @@
-"""Plain-text tables, as the command line prints them."""
+"""The one table formatter of the command line (bench, peers, verify, engine, info)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
-def text_table(header: str, lines: Iterable[str]) -> str:
-    """A header, a rule as wide as the header, then the lines.
+def table(header: Sequence[str], rows: Iterable[Sequence[object]], formats: Sequence[str]) -> str:
+    """Columns two spaces apart under a rule, each as wide as its widest cell.
 
     Parameters
     ----------
-    header : str
-        The column titles, already laid out.
-    lines : iterable of str
-        One formatted line per row.
+    header : sequence of str
+        The column titles.
+    rows : iterable of sequences
+        One cell per column.
+    formats : sequence of str
+        One :func:`format` spec per column: ``""`` for a text column
+        (left-aligned), a spec such as ``".3f"`` or ``"d"`` for a number
+        column (right-aligned). A ``str`` cell in a number column, a ``"-"``
+        for a missing figure say, is right-aligned as it is.
 
     Returns
     -------
     str
-        The table, lines joined by newlines.
+        The header, a rule as wide as the table, then the rows, joined by
+        newlines, with no trailing spaces.
 
     Examples
     --------
-    >>> print(text_table("a  b", ["1  2"]))
-    a  b
-    ----
-    1  2
+    >>> print(table(["name", "ns/elem"], [["cpu", 1.5], ["numpy", "-"]], ["", ".3f"]))
+    name   ns/elem
+    --------------
+    cpu      1.500
+    numpy        -
     """
-    return "\n".join([header, "-" * len(header), *lines])
+    cells = [
+        [v if isinstance(v, str) else format(v, spec) for v, spec in zip(row, formats, strict=True)]
+        for row in rows
+    ]
+    widths = [max([len(title)] + [len(r[k]) for r in cells]) for k, title in enumerate(header)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            f"{v:>{w}}" if spec else f"{v:<{w}}"
+            for v, w, spec in zip(values, widths, formats, strict=True)
+        ).rstrip()
+
+    lines = [line(row) for row in cells]
+    head = line(header)
+    rule = "-" * max([len(head)] + [len(x) for x in lines])
+    return "\n".join([head, rule, *lines])

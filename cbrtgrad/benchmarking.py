@@ -1,17 +1,19 @@
 """``cbrtgrad bench``: throughput against anchors measured in the same run.
 
-Every figure is the best of ``repeat`` calls (the least disturbed by other
-work on a shared machine) in ns per element, and every claim is a ratio
-against an anchor timed in the same process a moment before: ``np.cbrt``,
-``scipy.special.cbrt``, the numpy gradient expression and a memory copy
-moving the same bytes.
+Every figure comes from :func:`best_time`, the one timer of the package
+(``timeit``'s autorange and repeat): the best of ``repeat`` measurements
+(the least disturbed by other work on a shared machine), per call, in ns per
+element; and every claim is a ratio against an anchor timed in the same
+process a moment before: ``np.cbrt``, ``scipy.special.cbrt``, the numpy
+gradient expression and a memory copy moving the same bytes.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
+import gc
 import time
+import timeit
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, TextIO
@@ -39,21 +41,78 @@ class BenchRow:
     speedup: float  # anchor time / cbrtgrad time: > 1 means cbrtgrad is faster
 
 
-def best_time(func: Callable[[], Any], repeat: int) -> float:
-    """Best wall time of ``repeat`` calls of ``func`` (after one warm-up call).
+#: The shortest measurement: calls are repeated in a row (timeit's autorange
+#: counts 1, 2, 5, 10, 20, ...) until one measurement lasts this long, so that
+#: the clock's resolution and the loop's overhead vanish beside it.
+MEASUREMENT_SECONDS = 1e-3
+
+
+class _Enough(Exception):
+    """Stops :meth:`timeit.Timer.autorange` at :data:`MEASUREMENT_SECONDS` (its own: 0.2 s)."""
+
+
+def _stop_at_measurement_seconds(number: int, seconds: float) -> None:
+    if seconds >= MEASUREMENT_SECONDS:
+        raise _Enough(number)
+
+
+def best_time(
+    func: Callable[[], Any],
+    repeat: int,
+    *,
+    number: int | None = None,
+    setup: Callable[[], Any] | None = None,
+) -> float:
+    """Seconds per call of ``func``: the best of ``repeat`` measurements (``timeit``).
+
+    The package's one timer. ``number`` calls make one measurement; by
+    default :meth:`timeit.Timer.autorange` picks it, the fewest of 1, 2, 5,
+    10, 20, ... that last :data:`MEASUREMENT_SECONDS`, and its first call is
+    the warm-up (compilation, caches); with ``number`` given, one
+    measurement is made and dropped as the warm-up instead.
+
+    Parameters
+    ----------
+    func : callable
+        Called with no arguments.
+    repeat : int
+        Measurements (>= 1); the fastest is kept.
+    number : int, optional
+        Calls per measurement (default: autorange's).
+    setup : callable, optional
+        Called before each measurement, untimed (``timeit``'s ``setup``).
+        The garbage collector stays on during the measurements.
+
+    Returns
+    -------
+    float
+        The best measurement divided by ``number``.
 
     Examples
     --------
     >>> best_time(lambda: None, 3) >= 0.0
     True
+    >>> best_time(lambda: sum(range(100)), 2, number=10) > 0.0
+    True
     """
-    func()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        best = min(best, time.perf_counter() - start)
-    return best
+
+    def before_each() -> None:
+        # timeit turns the garbage collector off while it measures; real
+        # callers run with it on (and the dask timing's setup waits for
+        # futures to be freed), so it goes back on, as timeit's docs suggest.
+        gc.enable()
+        if setup is not None:
+            setup()
+
+    timer = timeit.Timer(func, setup=before_each)
+    if number is None:
+        try:
+            number = timer.autorange(_stop_at_measurement_seconds)[0]
+        except _Enough as enough:
+            number = int(enough.args[0])
+    else:
+        timer.timeit(number)
+    return min(timer.repeat(repeat=repeat, number=number)) / number
 
 
 def _row(
@@ -166,21 +225,26 @@ def run(
     return rows
 
 
-HEADER = (
-    f"{'kernel':<14}{'backend':<10}{'dtype':<9}{'n':>10}{'ns/elem':>10}  "
-    f"{'anchor':<20}{'ns/elem':>10}{'speedup':>9}"
-)
+HEADER = ("kernel", "backend", "dtype", "n", "ns/elem", "anchor", "ns/elem", "speedup")
 
 
 def format_rows(rows: list[BenchRow]) -> str:
-    """The table as text; ``speedup`` > 1 means cbrtgrad is faster than the anchor."""
-    lines: list[str] = []
-    for r in rows:
-        lines.append(
-            f"{r.kernel:<14}{r.backend:<10}{r.dtype:<9}{r.n:>10}{r.ns_per_element:>10.3f}  "
-            f"{r.anchor:<20}{r.anchor_ns_per_element:>10.3f}{r.speedup:>9.2f}"
-        )
-    return _text.text_table(HEADER, lines)
+    """The table as text; ``speedup`` > 1 means cbrtgrad is faster than the anchor.
+
+    Examples
+    --------
+    >>> row = BenchRow("cbrt", "cpu", "float64", 1000, 1.0, "np.cbrt", 2.0, 2.0)
+    >>> print(format_rows([row]))
+    kernel  backend  dtype       n  ns/elem  anchor   ns/elem  speedup
+    ------------------------------------------------------------------
+    cbrt    cpu      float64  1000    1.000  np.cbrt    2.000     2.00
+    """
+    cells = [
+        (r.kernel, r.backend, r.dtype, r.n, r.ns_per_element, r.anchor)
+        + (r.anchor_ns_per_element, r.speedup)
+        for r in rows
+    ]
+    return _text.table(HEADER, cells, ("", "", "", "d", ".3f", "", ".3f", ".2f"))
 
 
 def rows_as_dicts(rows: list[BenchRow]) -> list[dict[str, Any]]:
@@ -331,29 +395,25 @@ def format_peer_rows(rows: list[PeerRow], host: str | None = None) -> str:
     Examples
     --------
     >>> rows = [PeerRow(OURS, "cbrtgrad", "float64", 10, 1, 2.0, 1.0, 0.5),
-    ...         PeerRow("jax", "jax", "float64", 10, None, None, None, None, "not installed")]
+    ...         PeerRow("jax", "jax", "float64", 10, None, None, None, None, "no jax")]
     >>> print(format_peer_rows(rows, host="AMD EPYC (znver3); AVX2, FMA, 256-bit vectors"))
     CPU: AMD EPYC (znver3); AVX2, FMA, 256-bit vectors
-    dtype             n  implementation                        threads   ns/elem  peer/ours  max ulp
-    ------------------------------------------------------------------------------------------------
-    float64          10  cbrtgrad.cbrt (cpu backend)                 1     2.000       1.00    0.500
-    float64          10  jax                                         -  absent: not installed
+    dtype     n  implementation               threads  ns/elem  peer/ours  max ulp
+    ----------------------------------------------------------------------------------------------
+    float64  10  cbrtgrad.cbrt (cpu backend)        1    2.000       1.00    0.500
+    float64  10  jax                                -        -          -        -  absent: no jax
     """
-    header = (
-        f"{'dtype':<9}{'n':>10}  {'implementation':<37}{'threads':>8}{'ns/elem':>10}"
-        f"{'peer/ours':>11}{'max ulp':>9}"
-    )
-    lines: list[str] = []
+    header = ("dtype", "n", "implementation", "threads", "ns/elem", "peer/ours", "max ulp", "")
+    cells: list[tuple[object, ...]] = []
     for r in rows:
-        start = f"{r.dtype:<9}{r.n:>10}  {r.implementation:<37}"
+        start = (r.dtype, r.n, r.implementation)
         if r.ns_per_element is None or r.ratio is None or r.max_ulp is None:
-            lines.append(f"{start}{'-':>8}  absent: {r.absent}")
-            continue
-        lines.append(
-            f"{start}{r.threads:>8}{r.ns_per_element:>10.3f}{r.ratio:>11.2f}{r.max_ulp:>9.3f}"
-        )
+            cells.append((*start, "-", "-", "-", "-", f"absent: {r.absent}"))
+        else:
+            cells.append((*start, r.threads, r.ns_per_element, r.ratio, r.max_ulp, ""))
     cpu = host if host is not None else host_isa().describe()
-    return f"CPU: {cpu}\n" + _text.text_table(header, lines)
+    formats = ("", "d", "", "d", ".3f", ".2f", ".3f", "")
+    return f"CPU: {cpu}\n" + _text.table(header, cells, formats)
 
 
 def peer_rows_as_dict(rows: list[PeerRow]) -> dict[str, Any]:
@@ -395,28 +455,6 @@ def host_backends() -> tuple[str, ...]:
     return tuple(
         name for name in _registry.available() if _registry.get_backend(name).accepts(probe)
     )
-
-
-def _per_call(func: Callable[[], Any], repeat: int) -> float:
-    # A call on a small array takes about a microsecond, near the clock's
-    # resolution: time enough calls in a row that one measurement lasts some
-    # 20 us, and fewer measurements where a call is slow (the parallel
-    # backend's threads can take milliseconds to wake on a loaded machine), so
-    # that no point takes more than about a second.
-    func()  # compile and warm up
-    start = time.perf_counter()
-    func()
-    single = max(time.perf_counter() - start, 1e-9)
-    number = max(1, min(1000, int(2e-5 / single)))
-    repeat = max(1, min(repeat, int(1.0 / (single * number))))
-    if number == 1:
-        return best_time(func, repeat)
-
-    def many() -> None:
-        for _ in range(number):
-            func()
-
-    return best_time(many, repeat) / number
 
 
 def curve(
@@ -480,31 +518,25 @@ def curve(
                 f"cbrtgrad: backend {name!r} does not take numpy arrays, so it has no place "
                 "on this curve (tools/gpu_check.py measures the cuda backend on the device)"
             )
-    out_stream = stream if stream is not None else sys.stderr
     total = len(sizes) * len(dtypes) * (len(names) + len(CURVE_ANCHORS))
-    done = 0
-    started = time.perf_counter()
     points: list[CurvePoint] = []
-    for n in sizes:
-        reps = repeat if n <= 1_000_000 else max(1, min(repeat, 5))
-        for dtype in dtypes:
-            x = cases.bench_inputs(dtype, n, seed=1)
-            out = np.empty_like(x)
-            timed: list[tuple[str, Callable[[], Any]]] = [
-                (f"cbrtgrad[{name}]", functools.partial(api.cbrt, x, out=out, backend=name))
-                for name in names
-            ]
-            timed += [
-                (label, functools.partial(f, x, out=out)) for label, f in CURVE_ANCHORS.items()
-            ]
-            for series, func in timed:
-                seconds = _per_call(func, reps)
-                points.append(CurvePoint(series, str(dtype), n, seconds / n * 1e9))
-                done += 1
-                if progress:
-                    _progress.draw(done, total, started, out_stream)
-    if progress:
-        out_stream.write("\n")
+    with _progress.bar(total, enabled=progress, stream=stream) as advance:
+        for n in sizes:
+            reps = repeat if n <= 1_000_000 else max(1, min(repeat, 5))
+            for dtype in dtypes:
+                x = cases.bench_inputs(dtype, n, seed=1)
+                out = np.empty_like(x)
+                timed: list[tuple[str, Callable[[], Any]]] = [
+                    (f"cbrtgrad[{name}]", functools.partial(api.cbrt, x, out=out, backend=name))
+                    for name in names
+                ]
+                timed += [
+                    (label, functools.partial(f, x, out=out)) for label, f in CURVE_ANCHORS.items()
+                ]
+                for series, func in timed:
+                    seconds = best_time(func, reps)
+                    points.append(CurvePoint(series, str(dtype), n, seconds / n * 1e9))
+                    advance(1)
     return points
 
 
@@ -514,21 +546,17 @@ def format_curve(points: list[CurvePoint]) -> str:
     Examples
     --------
     >>> print(format_curve([CurvePoint("np.cbrt", "float64", 10, 1.5)]))
-    dtype            n      np.cbrt
-    -------------------------------
-    float64         10        1.500
+    dtype     n  np.cbrt
+    --------------------
+    float64  10    1.500
     """
     series = list(dict.fromkeys(p.series for p in points))
-    width = max([12] + [len(s) + 2 for s in series])
-    header = f"{'dtype':<9}{'n':>10}" + "".join(f"{s:>{width}}" for s in series)
-    lines: list[str] = []
     table: dict[tuple[str, int], dict[str, float]] = {}
     for p in points:
         table.setdefault((p.dtype, p.n), {})[p.series] = p.ns_per_element
-    for (dtype, n), row in table.items():
-        cells = "".join(f"{row[s]:>{width}.3f}" if s in row else f"{'':>{width}}" for s in series)
-        lines.append(f"{dtype:<9}{n:>10}{cells}")
-    return _text.text_table(header, lines)
+    cells = [(dtype, n, *(row.get(s, "") for s in series)) for (dtype, n), row in table.items()]
+    formats = ("", "d", *(".3f" for _ in series))
+    return _text.table(("dtype", "n", *series), cells, formats)
 
 
 def curve_as_dicts(points: list[CurvePoint]) -> list[dict[str, Any]]:
@@ -584,19 +612,24 @@ def _measure_on_cluster(
     def on_cluster(make: Callable[[], Any]) -> float:
         # The same graph has the same keys every time: before the next run,
         # the previous result must be gone from the scheduler (else persist
-        # finds it there). That wait is not timed.
-        best = float("inf")
-        for _ in range(repeat + 1):  # the first run is the warm-up
-            start = time.perf_counter()
+        # finds it there). That wait is the timer's untimed setup.
+        held: list[Any] = []
+
+        def run() -> None:
             result = client.persist(make())
             wait(result)
-            elapsed = time.perf_counter() - start
-            keys = [f.key for f in futures_of(result)]
-            del result  # the client releases the keys once no future holds them
-            while client.run_on_scheduler(_still_known, keys):
-                time.sleep(0.01)
-            best = min(best, elapsed)
-        return best
+            held.append(result)
+
+        def release() -> None:
+            if held:
+                # The client releases the keys once no future holds them.
+                keys = [f.key for f in futures_of(held.pop())]
+                while client.run_on_scheduler(_still_known, keys):
+                    time.sleep(0.01)
+
+        seconds = best_time(run, repeat, number=1, setup=release)
+        release()
+        return seconds
 
     where = f"dask, {n_workers} workers"
     rows.append(
@@ -702,14 +735,10 @@ def format_dask_rows(rows: list[DaskBenchRow]) -> str:
     Examples
     --------
     >>> print(format_dask_rows([DaskBenchRow("cbrt", "one process", 2.0, 1.0, 2.0)]))
-    case                              where                  GB   seconds    GB/s
-    -----------------------------------------------------------------------------
-    cbrt                              one process          2.00     1.000    2.00
+    case  where          GB  seconds  GB/s
+    --------------------------------------
+    cbrt  one process  2.00    1.000  2.00
     """
-    header = f"{'case':<34}{'where':<19}{'GB':>6}{'seconds':>10}{'GB/s':>8}"
-    lines: list[str] = []
-    for r in rows:
-        lines.append(
-            f"{r.case:<34}{r.where:<19}{r.gigabytes:>6.2f}{r.seconds:>10.3f}{r.gb_per_s:>8.2f}"
-        )
-    return _text.text_table(header, lines)
+    cells = [(r.case, r.where, r.gigabytes, r.seconds, r.gb_per_s) for r in rows]
+    header = ("case", "where", "GB", "seconds", "GB/s")
+    return _text.table(header, cells, ("", "", ".2f", ".3f", ".2f"))

@@ -1,4 +1,10 @@
-"""The ``cbrtgrad`` command: ``verify``, ``bench`` and ``info``."""
+"""The ``cbrtgrad`` command: ``verify``, ``bench`` and ``info``.
+
+The measuring modules (:mod:`cbrtgrad.benchmarking`, :mod:`cbrtgrad.engine.bench`,
+:mod:`cbrtgrad.plotting`, the verification) and numba, llvmlite, scipy and tqdm
+are imported by the subcommands that need them, not by this module (``import
+numba`` imports scipy).
+"""
 
 from __future__ import annotations
 
@@ -8,15 +14,10 @@ import platform
 import sys
 from collections.abc import Sequence
 
-import llvmlite
-import llvmlite.binding as llvm
-import numba
 import numpy as np
-import scipy
 
 from . import __version__, _isa
 from .backends import _registry
-from .kernels.cpu import loop_plan
 
 
 def _positive(text: str) -> int:
@@ -130,6 +131,9 @@ def _plot_path(text: str) -> str:
 
 def cmd_bench_plot(args: argparse.Namespace) -> int:
     """``cbrtgrad bench --plot FILE``: measure ns per element against size and draw it."""
+    import numba
+    import scipy
+
     from . import benchmarking, plotting
 
     sizes = benchmarking.CURVE_SIZES if args.sizes == _TABLE_SIZES else tuple(args.sizes)
@@ -198,6 +202,14 @@ def info_lines() -> list[str]:
     >>> any(line.startswith("numba") for line in info_lines())
     True
     """
+    import llvmlite
+    import llvmlite.binding as llvm
+    import numba
+    import scipy
+
+    from . import _text
+    from .kernels.cpu import loop_plan
+
     features = llvm.get_host_cpu_features()
     simd = sorted(k for k, on in features.items() if on and k.startswith(("avx", "fma", "sse4")))
     lines = [
@@ -213,14 +225,16 @@ def info_lines() -> list[str]:
         f"(layer: {getattr(numba.config, 'THREADING_LAYER', '?')})",
         "backends:",
     ]
+    backends = []
     for name in _registry.known():
         status = _registry.availability(name)
-        mark = "available  " if status.available else "unavailable"
-        lines.append(f"  {name:<11} {mark} {status.reason}")
+        backends.append((name, "available" if status.available else "unavailable", status.reason))
+    table = _text.table(("backend", "status", "reason"), backends, ("", "", ""))
+    lines += [f"  {line}" for line in table.splitlines()]
     lines.append("kernel loops (SIMD shape on this CPU; formula):")
-    lines += [
-        f"  {loop:<27}{dtype:<9}{shape:<28}{variant}" for loop, dtype, shape, variant in loop_plan()
-    ]
+    header = ("loop", "dtype", "SIMD shape", "formula")
+    table = _text.table(header, loop_plan(), ("", "", "", ""))
+    lines += [f"  {line}" for line in table.splitlines()]
     describe = getattr(_registry, "describe_auto_choice", None)
     if describe is not None:
         lines.append("automatic choice:")

@@ -1,28 +1,24 @@
 """Engine benchmarks for ``cbrtgrad bench``: graph overhead against bare numpy.
 
-NOTE: the ratio for 10^6 elements is bounded below by the kernels: the default
-``cpu`` backend's correctly rounded float32 cube root alone takes about 3.5x
-the time of numpy's SVML ``np.cbrt`` on AVX-512 machines, so the row for the
-``numpy`` backend is reported too, to show the engine's own overhead.
+NOTE: the ratio for 10^6 elements is bounded below by the kernels: the
+correctly rounded float32 cube root alone is slower than numpy's ``np.cbrt``
+(SVML where numpy has it; the figures are in docs/engine.md, "Performance"),
+so the row for the ``numpy`` backend is reported too, to show the engine's
+own overhead.
 """
 
 from __future__ import annotations
 
-import timeit
 from typing import Any
 
 import numpy as np
 
 from .. import _text
 from ..backends import _registry
+from ..benchmarking import best_time
 from .tensor import Tensor
 
 LARGE = 1_000_000
-
-
-def _best(f: Any, repeat: int, number: int = 1) -> float:
-    f()  # warm-up (compilation, caches)
-    return min(timeit.repeat(f, number=number, repeat=repeat)) / number
 
 
 def _forward_backward(x: Tensor, backend: str | None) -> Any:
@@ -61,13 +57,13 @@ def engine_rows(repeat: int = 20) -> list[dict[str, Any]]:
         raise ValueError(f"cbrtgrad: repeat must be an int >= 1, got {repeat!r}")
     rng = np.random.default_rng(0)
     big = rng.standard_normal(LARGE).astype(np.float32)
-    anchor_big = _best(lambda: np.cbrt(big), repeat)
+    anchor_big = best_time(lambda: np.cbrt(big), repeat)
     rows = []
     for backend in ("auto", "cpu", "parallel", "numpy"):
         if backend != "auto" and not _registry.availability(backend).available:
             continue
         x = Tensor(big, requires_grad=True)
-        t = _best(_forward_backward(x, None if backend == "auto" else backend), repeat)
+        t = best_time(_forward_backward(x, None if backend == "auto" else backend), repeat)
         label = f"auto: {_registry.auto_choice(big).name}" if backend == "auto" else backend
         rows.append(
             {
@@ -80,9 +76,8 @@ def engine_rows(repeat: int = 20) -> list[dict[str, Any]]:
         )
     one = np.ones(1, np.float32)
     x1 = Tensor(one, requires_grad=True)
-    number = 2_000
-    t1 = _best(_forward_backward(x1, None), repeat, number)
-    anchor1 = _best(lambda: np.cbrt(one), repeat, number)
+    t1 = best_time(_forward_backward(x1, None), repeat)
+    anchor1 = best_time(lambda: np.cbrt(one), repeat)
     rows.append(
         {
             "case": "cbrt(x).sum().backward(), 1 element float32",
@@ -101,14 +96,14 @@ def format_engine_rows(rows: list[dict[str, Any]]) -> str:
     Examples
     --------
     >>> row = {"case": "c", "cbrtgrad_s": 2e-3, "anchor": "a", "anchor_s": 1e-3, "ratio": 2.0}
-    >>> format_engine_rows([row]).splitlines()[-1].split()
-    ['c', '2000.0', 'us', 'a', '1000.0', 'us', '2.00']
+    >>> print(format_engine_rows([row]))
+    case  cbrtgrad (us)  anchor  time (us)  ratio
+    ---------------------------------------------
+    c            2000.0  a          1000.0   2.00
     """
-    head = f"{'case':<62} {'cbrtgrad':>10}  {'anchor':<28} {'time':>10}  {'ratio':>6}"
-    lines: list[str] = []
-    for r in rows:
-        lines.append(
-            f"{r['case']:<62} {r['cbrtgrad_s'] * 1e6:>7.1f} us  {r['anchor']:<28} "
-            f"{r['anchor_s'] * 1e6:>7.1f} us  {r['ratio']:>6.2f}"
-        )
-    return _text.text_table(head, lines)
+    cells = [
+        (r["case"], r["cbrtgrad_s"] * 1e6, r["anchor"], r["anchor_s"] * 1e6, r["ratio"])
+        for r in rows
+    ]
+    header = ("case", "cbrtgrad (us)", "anchor", "time (us)", "ratio")
+    return _text.table(header, cells, ("", ".1f", "", ".1f", ".2f"))
