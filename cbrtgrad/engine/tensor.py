@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _dtypes
-from .._array_kinds import is_dask_array
+from .._array_kinds import is_dask_array, is_device_array
 from . import grad_mode
 
 if TYPE_CHECKING:
@@ -59,6 +59,32 @@ def version_check(t: Tensor) -> tuple[Any, int]:
     if type(data) is not np.ndarray and is_dask_array(data):
         return _LazyVersion(t._version, data), t._version.value
     return t._version, t._version.value
+
+
+def host_data(value: Any, name: str) -> Any:
+    """``value`` as a Tensor's data: an ndarray (no copy when it is one) or a dask array.
+
+    A device array (CUDA array interface, or numba's simulator) is a
+    ``TypeError``: ``np.asarray`` would copy it to the host without a word.
+    """
+    if type(value) is not np.ndarray:
+        if is_dask_array(value):
+            _dtypes.compute_dtype(value.dtype, name)
+            return value
+        refuse_device_array(value, name)
+        value = np.asarray(value)
+    _dtypes.compute_dtype(value.dtype, name)
+    return value
+
+
+def refuse_device_array(value: Any, name: str) -> None:
+    """Raise ``TypeError`` for a device array (the engine would copy it to the host)."""
+    if is_device_array(value):
+        raise TypeError(
+            f"cbrtgrad: {name} is a device array ({type(value).__name__}); a Tensor holds "
+            "host data (a numpy or dask array) and will not copy it to the host silently: "
+            "copy it explicitly first (e.g. .copy_to_host())"
+        )
 
 
 class _DataView(np.ndarray):
@@ -130,6 +156,13 @@ class Tensor:
     requires_grad : bool, default False
         Whether backward computes ``.grad`` for this tensor (float dtypes only).
 
+    Raises
+    ------
+    TypeError
+        For data of a non-real dtype, for a device array (GPU memory: it is
+        not copied to the host behind your back), and for ``requires_grad``
+        on a non-float tensor.
+
     Attributes
     ----------
     grad : ndarray or None
@@ -173,11 +206,7 @@ class Tensor:
     __array_priority__ = 1000
 
     def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
-        if isinstance(data, Tensor):
-            data = data._data
-        array = data if is_dask_array(data) else np.asarray(data)
-        _dtypes.compute_dtype(array.dtype, "data")
-        self._data = array
+        self._data = data._data if isinstance(data, Tensor) else host_data(data, "data")
         self.grad = None
         self.grad_fn = None
         self._version = _Version()
@@ -213,9 +242,7 @@ class Tensor:
     def data(self, value: Any) -> None:
         if isinstance(value, _DataView) and value._version is self._version:
             return  # ``t.data += 1`` wrote in place and already bumped the version
-        array = value if is_dask_array(value) else np.asarray(value)
-        _dtypes.compute_dtype(array.dtype, "data")
-        self._data = array
+        self._data = host_data(value, "data")
         self._version.value += 1
 
     @property
