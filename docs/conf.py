@@ -78,6 +78,8 @@ numpydoc_validation_checks = {
 numpydoc_validation_exclude = {
     r"^cbrtgrad\.AmpPolicy$",
     r"^cbrtgrad\.AmpPolicy\.",
+    r"^cbrtgrad\.engine\.Saves$",
+    r"^cbrtgrad\.engine\.Saves\.",
     r"^cbrtgrad\.backends\.Backend$",
 }
 

@@ -95,6 +95,8 @@ def test_bad_op_schema():
         cg.OpSchema(name="op", amp_policy="fp32")
     with pytest.raises(ValueError, match="arity"):
         cg.OpSchema(name="op", arity=0)
+    with pytest.raises(TypeError, match="saves must be a Saves"):
+        cg.OpSchema(name="op", saves="output")
 
 
 def test_bad_environment_integer(monkeypatch):

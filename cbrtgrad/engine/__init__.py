@@ -10,6 +10,7 @@ Examples
 True
 """
 
+from . import graph, ops, tensor
 from .functional import grad, value_and_grad
 from .grad_mode import autocast, detect_anomaly, enable_grad, no_grad
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
@@ -29,8 +30,13 @@ from .ops import (
     SumBackward,
     SumToBackward,
 )
-from .schema import AmpPolicy, OpSchema
+from .schema import AmpPolicy, OpSchema, Saves
 from .tensor import Tensor
+
+# tensor.py's operators and backward call these two modules, which import it:
+# they are bound into it here, once both exist (see the TYPE_CHECKING imports there).
+tensor.ops = ops
+tensor.graph = graph
 
 __all__ = [
     "AddBackward",
@@ -47,6 +53,7 @@ __all__ = [
     "OpSchema",
     "PowerBackward",
     "ReshapeBackward",
+    "Saves",
     "SubtractBackward",
     "SumBackward",
     "SumToBackward",

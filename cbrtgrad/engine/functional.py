@@ -11,7 +11,7 @@ import numpy as np
 from .._array_kinds import is_dask_array
 from . import grad_mode
 from .graph import grad_of
-from .tensor import Tensor
+from .tensor import Tensor, refuse_device_array
 
 
 def _argnums(argnums: Any) -> tuple[tuple[int, ...], bool]:
@@ -34,6 +34,7 @@ def _prepare(arg: Any, index: int) -> tuple[Tensor, bool]:
         if arg._requires_grad and grad_mode.grad_enabled():
             return arg, True  # nested inside another transformation: keep the graph
         return Tensor(arg._data, requires_grad=True), False
+    refuse_device_array(arg, f"argument {index}")
     array = arg if is_dask_array(arg) else np.asarray(arg)
     if array.dtype.kind != "f":
         raise TypeError(
@@ -103,8 +104,8 @@ def grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[
     Raises
     ------
     TypeError
-        If ``f`` returns no Tensor, an argument is not float, or ``argnums``
-        is malformed.
+        If ``f`` returns no Tensor, an argument is not float or is a device
+        array, or ``argnums`` is malformed.
     ValueError
         If ``f``'s output is not a scalar, or ``argnums`` is out of range.
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import grad_mode
 from .graph import grad_of
-from .tensor import Tensor
+from .tensor import Tensor, refuse_device_array
 
 _F64 = np.dtype(np.float64)
 
@@ -35,6 +35,7 @@ def _as_inputs(inputs: Any) -> list[Tensor]:
     items = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
     tensors = []
     for i, item in enumerate(items):
+        refuse_device_array(item, f"gradcheck input {i}")
         array = item._data if isinstance(item, Tensor) else np.asarray(item)
         if array.dtype != _F64:
             raise TypeError(

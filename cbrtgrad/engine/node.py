@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
 from .._array_kinds import is_dask_array
 from .schema import OpSchema
-from .tensor import Tensor, version_check
+from .tensor import Tensor
 
 #: Broadcast gradients up to this many elements are materialised (see expand).
 _MATERIALISE_MAX = 4096
@@ -23,12 +25,14 @@ next_sequence_nr = itertools.count().__next__
 class Node:
     """One recorded op: its edges to the inputs' nodes and the values it saved.
 
-    Subclasses (one per op, in ``cbrtgrad/engine/ops.py``) declare the class
-    data ``schema``, ``saves_input`` and ``saves_output``, a static
-    ``dispatch`` (the forward), ``save`` and a vector-Jacobian product
-    ``vjp(g, *saved)`` written with operators that work on ndarrays and on
-    Tensors alike, so the same formula serves the plain backward (arrays) and
-    the differentiable one (``create_graph=True``, Tensors).
+    Subclasses (one per op, in ``cbrtgrad/engine/ops.py``) declare, side by
+    side, the class data ``schema`` (an :class:`~cbrtgrad.OpSchema`: name, AMP policy,
+    arity, what is saved, ufunc), a static ``forward(backend, *inputs,
+    **params)``, optionally ``save`` (shapes and parameters the gradient
+    needs), and the one backward, ``vjp(g)``: the vector-Jacobian product,
+    written with operators that work on ndarrays and on Tensors alike, so the
+    same formula serves the plain backward (``g`` an ndarray) and the
+    differentiable one (``create_graph=True``: ``g`` a Tensor).
 
     Attributes
     ----------
@@ -40,13 +44,14 @@ class Node:
         to (its inputs existed first), so the backward walk can take nodes in
         decreasing ``sequence_nr`` order as a topological order (as PyTorch's
         engine does) without counting dependencies first.
+    saved : tuple
+        What ``schema.saves`` says: the inputs, the output's data, or nothing.
     """
 
     __slots__ = ("next_functions", "sequence_nr", "saved", "_checks", "released")
 
     schema: ClassVar[OpSchema]
-    saves_input: ClassVar[bool] = False
-    saves_output: ClassVar[bool] = False
+    forward: ClassVar[Callable[..., Any]]
 
     next_functions: tuple[Any, ...]
     sequence_nr: int
@@ -54,28 +59,34 @@ class Node:
     _checks: tuple[tuple[Any, int], ...]
     released: bool
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # The schema's arity is the forward's: checked once, when the op is defined.
+        super().__init_subclass__(**kwargs)
+        parameters = list(inspect.signature(cls.forward).parameters.values())[1:]  # not backend
+        inputs = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+        if inputs != cls.schema.arity:
+            raise TypeError(
+                f"cbrtgrad: {cls.__name__}.forward takes {inputs} inputs; expected "
+                f"{cls.schema.arity} (its schema's arity)"
+            )
+
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
     ) -> None:
-        """Keep what ``vjp`` needs; the default saves the inputs if ``saves_input``."""
-        if self.saves_input:
-            self.saved = inputs
-            self._checks = tuple(version_check(t) for t in inputs if type(t) is Tensor)
+        """Keep shapes or parameters for ``vjp`` (``apply`` saves what ``schema.saves`` says)."""
 
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+    def vjp(self, g: Any) -> tuple[Any, ...]:
         """Gradients with respect to each input (``None`` where not needed)."""
         raise NotImplementedError(f"{type(self).__name__} defines no vjp")
 
-    def grad_formula(self, g: Any) -> tuple[Any, ...]:
-        """The plain backward: ndarrays in, ndarrays out."""
-        return self.vjp(g, *[t._data if type(t) is Tensor else t for t in self.saved])
-
-    def grad_graph(self, g: Tensor) -> tuple[Any, ...]:
-        """The differentiable backward, built from engine ops."""
-        return self.vjp(g, *self.saved)
+    def saved_for(self, g: Any) -> tuple[Any, ...]:
+        """The saved values as ``vjp`` uses them: Tensors for a Tensor ``g``, else arrays."""
+        if type(g) is Tensor:
+            return self.saved
+        return self.saved_values()
 
     def saved_values(self) -> tuple[Any, ...]:
-        """The saved arrays (for anomaly mode)."""
+        """The saved arrays (for the plain backward and for anomaly mode)."""
         return tuple(t._data if type(t) is Tensor else t for t in self.saved)
 
     def check_versions(self) -> None:
@@ -133,11 +144,11 @@ def expand(g: Any, shape: tuple[int, ...], chunks: Any = None) -> Any:
 
         return da.broadcast_to(g, shape, chunks=chunks)
     if math.prod(shape) > _MATERIALISE_MAX:
-        # A stride-0 view: materialising 10^6 elements cost more in fresh
-        # pages (about 0.25 ms per 4 MB here) than the kernels lose on it.
+        # A stride-0 view: materialising a large one costs more in fresh pages
+        # than the kernels lose on it (docs/engine.md, "Performance").
         return np.broadcast_to(g, shape)
     # Small: a real array is cheaper than np.broadcast_to's Python overhead
-    # (about 2 us), and a fresh array can become a leaf's .grad without a copy.
+    # (docs/engine.md), and a fresh array can become a leaf's .grad without a copy.
     out = np.empty(shape, g.dtype)
     np.copyto(out, g)
     return out

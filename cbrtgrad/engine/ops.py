@@ -1,17 +1,20 @@
 """Every differentiable op, each in one place: node class, schema, forward, gradient.
 
 An op is a ``...Backward`` node class holding, side by side, its
-:class:`~cbrtgrad.OpSchema` (name and AMP policy as data), what it saves, its
-forward (``dispatch``) and its vector-Jacobian product (``vjp``), plus a small
-public function that records it through :func:`apply`.
+:class:`~cbrtgrad.OpSchema` (name, AMP policy, arity, what it saves, ufunc:
+data the engine reads), its ``forward`` and its vector-Jacobian product
+``vjp``, plus the public function below it that records it through
+:func:`apply`. That function's ``@_routes`` line is the op table:
+:data:`UFUNC_OPS` (from the schema's ``ufunc``) and :data:`API_OPS` are
+filled from it, and ``Tensor``'s operators call these functions.
 """
 
 from __future__ import annotations
 
 import builtins
 import math
-import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
@@ -20,22 +23,23 @@ from .. import _dtypes, api
 from .._array_kinds import is_dask_array
 from ..backends import _registry
 from . import grad_mode
-from . import tensor as _tensor_module
 from .node import Node, expand, next_sequence_nr, reduce_to
 from .node import reshape as reshape_grad
-from .schema import AmpPolicy, OpSchema
+from .schema import AmpPolicy, OpSchema, Saves
 from .tensor import Tensor, version_check
 
 _NATIVE = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 _SCALARS = (int, float, np.integer, np.floating, np.bool_, bool)
+_OUTPUT = Saves.OUTPUT
+_INPUTS = Saves.INPUTS
 
 _grad_enabled = grad_mode.grad_enabled
 _autocast_enabled = grad_mode.autocast_enabled
 
 #: numpy 2.3 added ``out=...``: a reduction then returns a 0-d array instead of
-#: a scalar that ``apply`` would wrap again (0.18 us per ``.sum()`` here).
+#: a scalar that ``apply`` would wrap again (its cost: docs/engine.md, "Performance").
 _REDUCE_TO_ARRAY = np.lib.NumpyVersion(np.__version__) >= "2.3.0"
 
 
@@ -86,9 +90,9 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
         # the lists of the general case.
         t = inputs[0]
         if params:
-            data = cls.dispatch(backend, t._data, **params)  # type: ignore[attr-defined]
+            data = cls.forward(backend, t._data, **params)
         else:
-            data = cls.dispatch(backend, t._data)  # type: ignore[attr-defined]
+            data = cls.forward(backend, t._data)
         record = t._requires_grad
     else:
         record = False
@@ -100,7 +104,7 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
                     record = True
             else:
                 arrays.append(t)
-        data = cls.dispatch(backend, *arrays, **params)  # type: ignore[attr-defined]
+        data = cls.forward(backend, *arrays, **params)
     if type(data) is not np.ndarray and (isinstance(data, np.generic) or not is_dask_array(data)):
         # NOTE: hot path: ndarray first, then the numpy scalars that reductions
         # return, and only then the dask probe.
@@ -114,12 +118,43 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
     else:
         node.next_functions = tuple([_edge(t) for t in inputs])
     node.sequence_nr = next_sequence_nr()
-    node.saved = ()
-    node._checks = ()
     node.released = False
     out = Tensor._make(data, node)
+    saves = cls.schema.saves  # what to save is schema data, read here only
+    if saves is _OUTPUT:
+        node.saved = (data,)
+        # NOTE: hot path: version_check's ndarray case inlined (a new tensor is at version 0).
+        node._checks = ((out._version, 0),) if type(data) is np.ndarray else (version_check(out),)
+    elif saves is _INPUTS:
+        node.saved = inputs
+        node._checks = tuple([version_check(t) for t in inputs if type(t) is Tensor])
+    else:
+        node.saved = ()
+        node._checks = ()
     node.save(inputs, out, backend, params)
     return out
+
+
+# -- the op table -----------------------------------------------------------------
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: numpy ufunc -> op function (``Tensor.__array_ufunc__``), from the schemas' ``ufunc``.
+UFUNC_OPS: dict[Any, Callable[..., Any]] = {}
+#: cbrtgrad public function -> op function (``Tensor.__cbrtgrad_function__``).
+API_OPS: dict[Any, Callable[..., Any]] = {}
+
+
+def _routes(op: type[Node] | None = None, *, api_function: Any = None) -> Callable[[_F], _F]:
+    """Enter an op function in the table: for ``op.schema.ufunc``, and for ``api_function``."""
+
+    def register(function: _F) -> _F:
+        if op is not None and op.schema.ufunc is not None:
+            UFUNC_OPS[op.schema.ufunc] = function
+        if api_function is not None:
+            API_OPS[api_function] = function
+        return function
+
+    return register
 
 
 # -- cube root ----------------------------------------------------------------
@@ -133,7 +168,7 @@ def _gradient(backend: Any, g: Any, y: Any) -> Any:
 
 
 class CubeRootBackward(Node):
-    """The ``cube_root`` op: ``y = cbrt(x)``; saves the output ``y`` as ``result``.
+    """The ``cube_root`` op: ``y = cbrt(x)``; saves the output ``y`` (``result``), not ``x``.
 
     Examples
     --------
@@ -142,21 +177,29 @@ class CubeRootBackward(Node):
     >>> y = cg.cbrt(x)
     >>> type(y.grad_fn).__name__, y.grad_fn.result
     ('CubeRootBackward', array([2.]))
-    >>> y.grad_fn.grad_formula(np.array([12.0]))
+    >>> y.grad_fn.vjp(np.array([12.0]))
     (array([1.]),)
     """
 
-    __slots__ = ("result", "backend")
-    schema = OpSchema(name="cube_root", amp_policy=AmpPolicy.FORCE_FP32, ufunc=np.cbrt)
-    saves_input = False
-    saves_output = True
+    __slots__ = ("backend",)
+    schema = OpSchema(
+        name="cube_root", amp_policy=AmpPolicy.FORCE_FP32, saves=Saves.OUTPUT, ufunc=np.cbrt
+    )
 
-    result: Any
     backend: Any
 
+    @property
+    def result(self) -> Any:
+        """The saved output ``y`` (``None`` once released)."""
+        return self.saved[0] if self.saved else None
+
+    @result.setter
+    def result(self, value: Any) -> None:
+        self.saved = (value,)
+
     @staticmethod
-    def dispatch(backend: Any, x: Any, *, dtype: Any = None) -> Any:
-        """Forward through ``backend.cube_root`` in the compute dtype of ``x``."""
+    def forward(backend: Any, x: Any, *, dtype: Any = None) -> Any:
+        """``backend.cube_root`` in the compute dtype of ``x``."""
         dt = x.dtype
         if dtype is None:
             if dt in _NATIVE:
@@ -173,39 +216,25 @@ class CubeRootBackward(Node):
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
     ) -> None:
-        data = output._data
-        self.result = data
         self.backend = backend
-        if type(data) is np.ndarray:  # NOTE: hot path: version_check's ndarray case inlined
-            self._checks = ((output._version, output._version.value),)
-        else:
-            self._checks = (version_check(output),)
 
-    def grad_formula(self, g: Any) -> tuple[Any, ...]:
+    def vjp(self, g: Any) -> tuple[Any, ...]:
+        y = self.saved[0]
+        if type(g) is Tensor:
+            # create_graph: g / (3 y^2) with engine ops so that it is differentiable;
+            # ``y`` is the saved output re-attached to this node, so d/dx flows through it.
+            yt = Tensor._make(y, self)
+            counter = self._checks[0][0]
+            yt._version = getattr(counter, "version", counter)  # a _LazyVersion wraps it
+            return (g / (yt * yt * 3.0),)
         # The fast kernel, from the saved output; the cube root is never re-run.
-        y = self.result
         dt = y.dtype
         if g.dtype != dt or dt not in _NATIVE:  # NOTE: hot path: one native dtype, no call
             return (_gradient(self.backend, g, y),)
         return (self.backend.cube_root_grad(g, y),)
 
-    def grad_graph(self, g: Tensor) -> tuple[Any, ...]:
-        # g / (3 y^2) with engine ops so that it is differentiable; ``y`` is the
-        # saved output re-attached to this node, so d/dx flows through it.
-        y = Tensor._make(self.result, self)
-        counter = self._checks[0][0]
-        y._version = getattr(counter, "version", counter)  # a _LazyVersion wraps it
-        return (g / (y * y * 3.0),)
 
-    def saved_values(self) -> tuple[Any, ...]:
-        return (self.result,)
-
-    def release(self) -> None:
-        self.result = None
-        self.backend = None
-        Node.release(self)  # NOTE: hot path: no super() object
-
-
+@_routes(CubeRootBackward, api_function=api.cbrt)
 def cbrt(
     x: Any, /, out: Any = None, *, where: Any = True, dtype: Any = None, backend: Any = None
 ) -> Any:
@@ -248,6 +277,7 @@ def cbrt(
     return out
 
 
+@_routes(api_function=api.cbrt_grad)
 def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend: Any = None) -> Any:
     """``g / (3 y^2)`` on Tensors, as engine ops (so it is differentiable)."""
     if out is not None or where is not True:
@@ -255,6 +285,7 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
     return divide(g, multiply(multiply(y, y), 3.0))
 
 
+@_routes(api_function=api.cbrt_and_grad)
 def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) -> Any:
     """``(cbrt(x), g / (3 y^2))`` on Tensors."""
     if out is not None:
@@ -271,7 +302,7 @@ class AddBackward(Node):
     schema = OpSchema(name="add", arity=2, ufunc=np.add)
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, b: Any) -> Any:
+    def forward(backend: Any, a: Any, b: Any) -> Any:
         return np.add(a, b)
 
     def save(
@@ -279,12 +310,7 @@ class AddBackward(Node):
     ) -> None:
         self.shapes = tuple(np.shape(t) for t in inputs)
 
-    def grad_formula(self, g: Any) -> tuple[Any, ...]:
-        return self.vjp(g)
-
-    grad_graph = grad_formula
-
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+    def vjp(self, g: Any) -> tuple[Any, ...]:
         a, b = self.next_functions
         return (
             None if a is None else reduce_to(g, self.shapes[0]),
@@ -299,10 +325,10 @@ class SubtractBackward(AddBackward):
     schema = OpSchema(name="subtract", arity=2, ufunc=np.subtract)
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, b: Any) -> Any:
+    def forward(backend: Any, a: Any, b: Any) -> Any:
         return np.subtract(a, b)
 
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+    def vjp(self, g: Any) -> tuple[Any, ...]:
         a, b = self.next_functions
         return (
             None if a is None else reduce_to(g, self.shapes[0]),
@@ -314,15 +340,14 @@ class MultiplyBackward(Node):
     """``a * b``; saves both inputs."""
 
     __slots__ = ()
-    schema = OpSchema(name="multiply", arity=2, ufunc=np.multiply)
-    saves_input = True
+    schema = OpSchema(name="multiply", arity=2, saves=Saves.INPUTS, ufunc=np.multiply)
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, b: Any) -> Any:
+    def forward(backend: Any, a: Any, b: Any) -> Any:
         return np.multiply(a, b)
 
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
-        a, b = saved
+    def vjp(self, g: Any) -> tuple[Any, ...]:
+        a, b = self.saved_for(g)
         ea, eb = self.next_functions
         return (
             None if ea is None else reduce_to(g * b, np.shape(a)),
@@ -338,15 +363,14 @@ class DivideBackward(Node):
     """
 
     __slots__ = ()
-    schema = OpSchema(name="divide", arity=2, ufunc=np.true_divide)
-    saves_input = True
+    schema = OpSchema(name="divide", arity=2, saves=Saves.INPUTS, ufunc=np.true_divide)
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, b: Any) -> Any:
+    def forward(backend: Any, a: Any, b: Any) -> Any:
         return np.true_divide(a, b)
 
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
-        a, b = saved
+    def vjp(self, g: Any) -> tuple[Any, ...]:
+        a, b = self.saved_for(g)
         ea, eb = self.next_functions
         ga = g / b
         # d(a/b)/db = -a / b^2, written as -(g / b) * a / b to reuse g / b.
@@ -363,10 +387,10 @@ class NegativeBackward(Node):
     schema = OpSchema(name="negative", ufunc=np.negative)
 
     @staticmethod
-    def dispatch(backend: Any, a: Any) -> Any:
+    def forward(backend: Any, a: Any) -> Any:
         return np.negative(a)
 
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+    def vjp(self, g: Any) -> tuple[Any, ...]:
         return (-g,)
 
 
@@ -378,23 +402,23 @@ class PowerBackward(Node):
     """
 
     __slots__ = ("exponent",)
-    schema = OpSchema(name="power", amp_policy=AmpPolicy.FORCE_FP32, arity=1, ufunc=np.power)
-    saves_input = True
+    schema = OpSchema(
+        name="power", amp_policy=AmpPolicy.FORCE_FP32, saves=Saves.INPUTS, ufunc=np.power
+    )
 
     exponent: float
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, *, exponent: Any) -> Any:
+    def forward(backend: Any, a: Any, *, exponent: Any) -> Any:
         return np.power(a, exponent)
 
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
     ) -> None:
-        super().save(inputs, output, backend, params)
         self.exponent = params["exponent"]
 
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
-        (a,) = saved
+    def vjp(self, g: Any) -> tuple[Any, ...]:
+        (a,) = self.saved_for(g)
         p = self.exponent
         if p == 0:
             return (g * 0.0,)
@@ -410,7 +434,7 @@ class CastBackward(Node):
     in_dtype: np.dtype
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, *, dtype: np.dtype) -> Any:
+    def forward(backend: Any, a: Any, *, dtype: np.dtype) -> Any:
         return a.astype(dtype) if is_dask_array(a) else np.asarray(a).astype(dtype)
 
     def save(
@@ -418,11 +442,10 @@ class CastBackward(Node):
     ) -> None:
         self.in_dtype = inputs[0].dtype
 
-    def grad_formula(self, g: Any) -> tuple[Any, ...]:
+    def vjp(self, g: Any) -> tuple[Any, ...]:
+        if type(g) is Tensor:
+            return (cast(g, self.in_dtype),)
         return (g.astype(self.in_dtype, copy=False),)
-
-    def grad_graph(self, g: Tensor) -> tuple[Any, ...]:
-        return (cast(g, self.in_dtype),)
 
 
 # -- reductions and shapes -------------------------------------------------------
@@ -446,7 +469,7 @@ class SumBackward(Node):
     chunks: Any
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: Any) -> Any:
+    def forward(backend: Any, a: Any, *, axis: Any, keepdims: Any) -> Any:
         if type(a) is not np.ndarray and is_dask_array(a):
             return a.sum(axis=axis, keepdims=keepdims)  # dask has no ufunc.reduce
         # A backend may bring its own sum (the parallel one: large float32
@@ -475,12 +498,7 @@ class SumBackward(Node):
         else:
             self.kept_shape = tuple(1 if i in axis else n for i, n in enumerate(shape))
 
-    def grad_formula(self, g: Any) -> tuple[Any, ...]:
-        return self.vjp(g)
-
-    grad_graph = grad_formula
-
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+    def vjp(self, g: Any) -> tuple[Any, ...]:
         return (expand(reshape_grad(g, self.kept_shape), self.in_shape, self.chunks),)
 
 
@@ -493,7 +511,7 @@ class MeanBackward(SumBackward):
     count: int
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
+    def forward(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
         return np.mean(a, axis=axis, keepdims=keepdims)
 
     def save(
@@ -505,7 +523,7 @@ class MeanBackward(SumBackward):
             n for n, k in zip(self.in_shape, self.kept_shape, strict=True) if k == 1
         )
 
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+    def vjp(self, g: Any) -> tuple[Any, ...]:
         return (expand(reshape_grad(g / self.count, self.kept_shape), self.in_shape, self.chunks),)
 
 
@@ -518,7 +536,7 @@ class ReshapeBackward(Node):
     in_shape: tuple[int, ...]
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
+    def forward(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
         return np.reshape(a, shape)
 
     def save(
@@ -526,12 +544,7 @@ class ReshapeBackward(Node):
     ) -> None:
         self.in_shape = inputs[0].shape
 
-    def grad_formula(self, g: Any) -> tuple[Any, ...]:
-        return self.vjp(g)
-
-    grad_graph = grad_formula
-
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+    def vjp(self, g: Any) -> tuple[Any, ...]:
         return (reshape_grad(g, self.in_shape),)
 
 
@@ -542,10 +555,10 @@ class BroadcastToBackward(ReshapeBackward):
     schema = OpSchema(name="broadcast_to")
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
+    def forward(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
         return np.broadcast_to(a, shape)
 
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+    def vjp(self, g: Any) -> tuple[Any, ...]:
         return (reduce_to(g, self.in_shape),)
 
 
@@ -556,39 +569,45 @@ class SumToBackward(ReshapeBackward):
     schema = OpSchema(name="sum_to")
 
     @staticmethod
-    def dispatch(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
+    def forward(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
         return reduce_to(a, shape)
 
-    def vjp(self, g: Any, *saved: Any) -> tuple[Any, ...]:
+    def vjp(self, g: Any) -> tuple[Any, ...]:
         return (expand(g, self.in_shape),)
 
 
 # -- public op functions ---------------------------------------------------------
+@_routes(AddBackward)
 def add(a: Any, b: Any) -> Tensor:
     """``a + b`` (broadcasting)."""
     return apply(AddBackward, (_operand(a, "a"), _operand(b, "b")))
 
 
+@_routes(SubtractBackward)
 def subtract(a: Any, b: Any) -> Tensor:
     """``a - b`` (broadcasting)."""
     return apply(SubtractBackward, (_operand(a, "a"), _operand(b, "b")))
 
 
+@_routes(MultiplyBackward)
 def multiply(a: Any, b: Any) -> Tensor:
     """``a * b`` (broadcasting)."""
     return apply(MultiplyBackward, (_operand(a, "a"), _operand(b, "b")))
 
 
+@_routes(DivideBackward)
 def divide(a: Any, b: Any) -> Tensor:
     """``a / b`` (broadcasting)."""
     return apply(DivideBackward, (_operand(a, "a"), _operand(b, "b")))
 
 
+@_routes(NegativeBackward)
 def negative(a: Any) -> Tensor:
     """``-a``."""
     return apply(NegativeBackward, (_operand(a, "a"),))
 
 
+@_routes(PowerBackward)
 def power(a: Any, exponent: Any) -> Tensor:
     """``a ** exponent`` for a real scalar ``exponent``.
 
@@ -624,16 +643,33 @@ def _axes(a: Tensor, axis: Any) -> tuple[int, ...] | None:
     return normalize_axis_tuple(axis, a.ndim, "axis")
 
 
+def reduce(
+    op: type[SumBackward],
+    a: Tensor,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+) -> Tensor:
+    """``sum`` or ``mean`` (``op``) over ``axis``: what ``Tensor.sum``/``Tensor.mean`` run.
+
+    ``dtype`` and ``out`` are there for numpy's ``np.sum``/``np.mean`` signature only.
+    """
+    if dtype is not None or out is not None:
+        raise TypeError(f"cbrtgrad: Tensor.{op.schema.name} does not take dtype= or out=")
+    if axis is None and keepdims is False:  # NOTE: hot path: ``.sum()``
+        return apply(op, (a,), axis=None, keepdims=False)
+    return apply(op, (a,), axis=_axes(a, axis), keepdims=builtins.bool(keepdims))
+
+
 def sum(a: Tensor, axis: Any = None, *, keepdims: bool = False) -> Tensor:
     """Sum over ``axis`` (all by default)."""
-    if axis is None and keepdims is False:  # NOTE: hot path: ``.sum()``
-        return apply(SumBackward, (a,), axis=None, keepdims=False)
-    return apply(SumBackward, (a,), axis=_axes(a, axis), keepdims=builtins.bool(keepdims))
+    return reduce(SumBackward, a, axis, keepdims=keepdims)
 
 
 def mean(a: Tensor, axis: Any = None, *, keepdims: bool = False) -> Tensor:
     """Mean over ``axis`` (all by default)."""
-    return apply(MeanBackward, (a,), axis=_axes(a, axis), keepdims=builtins.bool(keepdims))
+    return reduce(MeanBackward, a, axis, keepdims=keepdims)
 
 
 def reshape(a: Tensor, shape: Any) -> Tensor:
@@ -650,24 +686,3 @@ def broadcast_to(a: Tensor, shape: tuple[int, ...]) -> Tensor:
 def sum_to(a: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum ``a`` down to ``shape`` (to which it broadcasts)."""
     return apply(SumToBackward, (a,), shape=tuple(shape))
-
-
-#: numpy ufunc -> op function, from the schemas (``Tensor.__array_ufunc__``).
-UFUNC_OPS: dict[Any, Any] = {
-    CubeRootBackward.schema.ufunc: cbrt,
-    AddBackward.schema.ufunc: add,
-    SubtractBackward.schema.ufunc: subtract,
-    MultiplyBackward.schema.ufunc: multiply,
-    DivideBackward.schema.ufunc: divide,
-    NegativeBackward.schema.ufunc: negative,
-    PowerBackward.schema.ufunc: power,
-}
-
-#: cbrtgrad public function -> op function (``Tensor.__cbrtgrad_function__``).
-API_OPS: dict[Any, Any] = {
-    api.cbrt: cbrt,
-    api.cbrt_grad: cbrt_grad,
-    api.cbrt_and_grad: cbrt_and_grad,
-}
-
-_tensor_module._ops = sys.modules[__name__]

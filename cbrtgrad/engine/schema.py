@@ -1,9 +1,12 @@
 """Op schemas: what the engine knows about an op, as data.
 
 Each op declares one :class:`OpSchema` next to its node class in
-:mod:`cbrtgrad.engine.ops`; the engine reads the AMP policy from it in one
-place (:func:`cbrtgrad.engine.ops.autocast_inputs`) and routes numpy ufuncs to
-the op through its ``ufunc`` field.
+:mod:`cbrtgrad.engine.ops`, and the engine reads every field: the AMP policy
+in one place (:func:`cbrtgrad.engine.ops.autocast_inputs`), what to save when
+it records the op (``ops.apply``), the arity against the
+node's forward when the class is defined (``Node.__init_subclass__``), and
+the ``ufunc`` that numpy calls on a Tensor route to the op
+(``ops.UFUNC_OPS``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,23 @@ class AmpPolicy(enum.Enum):
     FORCE_FP32 = "force_fp32"
 
 
+class Saves(enum.Enum):
+    """What the engine keeps of an op for its backward, besides shapes and parameters.
+
+    Examples
+    --------
+    >>> Saves.OUTPUT.value
+    'output'
+    """
+
+    #: Nothing (the gradient needs only shapes or parameters, kept by the node's ``save``).
+    NOTHING = "nothing"
+    #: The inputs (``a * b`` needs ``a`` and ``b``).
+    INPUTS = "inputs"
+    #: The output, not the input (``cbrt``: the gradient ``g / (3 y^2)`` needs ``y`` only).
+    OUTPUT = "output"
+
+
 @dataclass(frozen=True, slots=True)
 class OpSchema:
     """The declaration of one differentiable op.
@@ -40,21 +60,27 @@ class OpSchema:
     amp_policy : AmpPolicy
         What autocast does to the op's inputs.
     arity : int
-        Number of tensor inputs.
+        Number of tensor inputs: the positional inputs of the node's forward.
+    saves : Saves
+        What the engine saves for the backward (in ``node.saved``), with a
+        version check against in-place writes.
     ufunc : numpy.ufunc, optional
         The numpy ufunc that ``Tensor.__array_ufunc__`` routes to this op.
 
     Examples
     --------
     >>> import numpy as np
-    >>> s = OpSchema(name="cube_root", amp_policy=AmpPolicy.FORCE_FP32, ufunc=np.cbrt)
-    >>> s.name, s.amp_policy, s.arity
-    ('cube_root', <AmpPolicy.FORCE_FP32: 'force_fp32'>, 1)
+    >>> s = OpSchema(
+    ...     name="cube_root", amp_policy=AmpPolicy.FORCE_FP32, saves=Saves.OUTPUT, ufunc=np.cbrt
+    ... )
+    >>> s.name, s.amp_policy, s.arity, s.saves
+    ('cube_root', <AmpPolicy.FORCE_FP32: 'force_fp32'>, 1, <Saves.OUTPUT: 'output'>)
     """
 
     name: str
     amp_policy: AmpPolicy = AmpPolicy.PROMOTE
     arity: int = 1
+    saves: Saves = Saves.NOTHING
     ufunc: Any = None
 
     def __post_init__(self) -> None:
@@ -66,3 +92,5 @@ class OpSchema:
             )
         if not isinstance(self.arity, int) or self.arity < 1:
             raise ValueError(f"cbrtgrad: OpSchema arity must be an int >= 1, got {self.arity!r}")
+        if not isinstance(self.saves, Saves):
+            raise TypeError(f"cbrtgrad: OpSchema saves must be a Saves, got {self.saves!r}")

@@ -7,18 +7,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _dtypes
-from .._array_kinds import is_dask_array
+from .._array_kinds import is_dask_array, is_device_array
 from . import grad_mode
 
 if TYPE_CHECKING:
+    # The operators call ops' functions and backward calls graph's; both import
+    # this module (they make and test Tensors on every op). So these imports
+    # are for the type checker, which sees each operator's real signature, and
+    # at run time the package binds the two modules here once, after importing
+    # them (cbrtgrad/engine/__init__.py): no import cycle, and each call is one
+    # global lookup (a function-level import costs more than a small op).
+    from . import graph, ops
     from .node import Node
-
-#: The op functions behind the operators: :mod:`cbrtgrad.engine.ops`, which
-#: imports this module, binds itself here when it is imported (the package's
-#: ``__init__`` imports it), so the two modules need no import cycle.
-_ops: Any = None
-#: :mod:`cbrtgrad.engine.graph`, bound the same way.
-_graph: Any = None
 
 
 _new = object.__new__
@@ -59,6 +59,32 @@ def version_check(t: Tensor) -> tuple[Any, int]:
     if type(data) is not np.ndarray and is_dask_array(data):
         return _LazyVersion(t._version, data), t._version.value
     return t._version, t._version.value
+
+
+def host_data(value: Any, name: str) -> Any:
+    """``value`` as a Tensor's data: an ndarray (no copy when it is one) or a dask array.
+
+    A device array (CUDA array interface, or numba's simulator) is a
+    ``TypeError``: ``np.asarray`` would copy it to the host without a word.
+    """
+    if type(value) is not np.ndarray:
+        if is_dask_array(value):
+            _dtypes.compute_dtype(value.dtype, name)
+            return value
+        refuse_device_array(value, name)
+        value = np.asarray(value)
+    _dtypes.compute_dtype(value.dtype, name)
+    return value
+
+
+def refuse_device_array(value: Any, name: str) -> None:
+    """Raise ``TypeError`` for a device array (the engine would copy it to the host)."""
+    if is_device_array(value):
+        raise TypeError(
+            f"cbrtgrad: {name} is a device array ({type(value).__name__}); a Tensor holds "
+            "host data (a numpy or dask array) and will not copy it to the host silently: "
+            "copy it explicitly first (e.g. .copy_to_host())"
+        )
 
 
 class _DataView(np.ndarray):
@@ -138,6 +164,13 @@ class Tensor:
     grad_fn : Node or None
         The node that made this tensor (``None`` for a leaf).
 
+    Raises
+    ------
+    TypeError
+        For data of a non-real dtype, for a device array (GPU memory: it is
+        not copied to the host behind your back), and for ``requires_grad``
+        on a non-float tensor.
+
     Notes
     -----
     NOTE: writes through ``.data`` and in-place operators bump
@@ -173,11 +206,7 @@ class Tensor:
     __array_priority__ = 1000
 
     def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
-        if isinstance(data, Tensor):
-            data = data._data
-        array = data if is_dask_array(data) else np.asarray(data)
-        _dtypes.compute_dtype(array.dtype, "data")
-        self._data = array
+        self._data = data._data if isinstance(data, Tensor) else host_data(data, "data")
         self.grad = None
         self.grad_fn = None
         self._version = _Version()
@@ -213,9 +242,7 @@ class Tensor:
     def data(self, value: Any) -> None:
         if isinstance(value, _DataView) and value._version is self._version:
             return  # ``t.data += 1`` wrote in place and already bumped the version
-        array = value if is_dask_array(value) else np.asarray(value)
-        _dtypes.compute_dtype(array.dtype, "data")
-        self._data = array
+        self._data = host_data(value, "data")
         self._version.value += 1
 
     @property
@@ -316,7 +343,7 @@ class Tensor:
     def __cbrtgrad_function__(
         self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        impl = _ops.API_OPS.get(func)
+        impl = ops.API_OPS.get(func)
         if impl is None:
             return NotImplemented
         return impl(*args, **kwargs) if kwargs else impl(*args)  # NOTE: hot path: no kwargs
@@ -324,44 +351,44 @@ class Tensor:
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method != "__call__" or kwargs:
             return NotImplemented
-        op = _ops.UFUNC_OPS.get(ufunc)
+        op = ops.UFUNC_OPS.get(ufunc)
         if op is None:
             return NotImplemented
         return op(*inputs)
 
     # -- ops ----------------------------------------------------------------
     def __add__(self, other: Any) -> Tensor:
-        return _ops.add(self, other)
+        return ops.add(self, other)
 
     def __radd__(self, other: Any) -> Tensor:
-        return _ops.add(other, self)
+        return ops.add(other, self)
 
     def __sub__(self, other: Any) -> Tensor:
-        return _ops.subtract(self, other)
+        return ops.subtract(self, other)
 
     def __rsub__(self, other: Any) -> Tensor:
-        return _ops.subtract(other, self)
+        return ops.subtract(other, self)
 
     def __mul__(self, other: Any) -> Tensor:
-        return _ops.multiply(self, other)
+        return ops.multiply(self, other)
 
     def __rmul__(self, other: Any) -> Tensor:
-        return _ops.multiply(other, self)
+        return ops.multiply(other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
-        return _ops.divide(self, other)
+        return ops.divide(self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:
-        return _ops.divide(other, self)
+        return ops.divide(other, self)
 
     def __neg__(self) -> Tensor:
-        return _ops.negative(self)
+        return ops.negative(self)
 
     def __pos__(self) -> Tensor:
         return self
 
     def __pow__(self, exponent: Any) -> Tensor:
-        return _ops.power(self, exponent)
+        return ops.power(self, exponent)
 
     def __rpow__(self, base: Any) -> Tensor:
         raise TypeError(
@@ -369,19 +396,19 @@ class Tensor:
         )
 
     def __iadd__(self, other: Any) -> Tensor:
-        return self._inplace(_ops.add, other)
+        return self._inplace(ops.add, other)
 
     def __isub__(self, other: Any) -> Tensor:
-        return self._inplace(_ops.subtract, other)
+        return self._inplace(ops.subtract, other)
 
     def __imul__(self, other: Any) -> Tensor:
-        return self._inplace(_ops.multiply, other)
+        return self._inplace(ops.multiply, other)
 
     def __itruediv__(self, other: Any) -> Tensor:
-        return self._inplace(_ops.divide, other)
+        return self._inplace(ops.divide, other)
 
     def __ipow__(self, exponent: Any) -> Tensor:
-        return self._inplace(_ops.power, exponent)
+        return self._inplace(ops.power, exponent)
 
     def _inplace(self, op: Any, other: Any) -> Tensor:
         if self.grad_fn is None and self._requires_grad and grad_mode.grad_enabled():
@@ -436,9 +463,7 @@ class Tensor:
         >>> cg.Tensor(np.ones((2, 3))).sum(axis=0)
         Tensor([2., 2., 2.])
         """
-        if dtype is not None or out is not None:
-            _no_dtype_out("sum", dtype, out)
-        return _ops.sum(self, axis, keepdims=keepdims)
+        return ops.reduce(ops.SumBackward, self, axis, dtype, out, keepdims)
 
     def mean(
         self, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
@@ -464,8 +489,7 @@ class Tensor:
         >>> np.mean(cg.Tensor(np.array([1.0, 2.0, 6.0])))
         Tensor(3.)
         """
-        _no_dtype_out("mean", dtype, out)
-        return _ops.mean(self, axis=axis, keepdims=keepdims)
+        return ops.reduce(ops.MeanBackward, self, axis, dtype, out, keepdims)
 
     def reshape(self, *shape: Any) -> Tensor:
         """The same values in a new shape (differentiable).
@@ -487,7 +511,7 @@ class Tensor:
         """
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return _ops.reshape(self, shape)
+        return ops.reshape(self, shape)
 
     def astype(self, dtype: Any) -> Tensor:
         """A differentiable cast to a float dtype (the gradient is cast back).
@@ -507,7 +531,7 @@ class Tensor:
         >>> cg.Tensor(np.array([8.0])).astype(np.float32).dtype
         dtype('float32')
         """
-        return _ops.cast(self, dtype)
+        return ops.cast(self, dtype)
 
     def backward(
         self, gradient: Any = None, *, retain_graph: bool | None = None, create_graph: bool = False
@@ -542,7 +566,7 @@ class Tensor:
         >>> x.grad
         array([0.08333333])
         """
-        _graph.backward(self, gradient, retain_graph, create_graph)
+        graph.backward(self, gradient, retain_graph, create_graph)
 
 
 def _lazy_like(value: Any, like: Any) -> Any:
@@ -551,8 +575,3 @@ def _lazy_like(value: Any, like: Any) -> Any:
     import dask.array as da
 
     return da.from_array(np.asarray(value), chunks=like.chunks)
-
-
-def _no_dtype_out(name: str, dtype: Any, out: Any) -> None:
-    if dtype is not None or out is not None:
-        raise TypeError(f"cbrtgrad: Tensor.{name} does not take dtype= or out=")

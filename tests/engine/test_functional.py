@@ -49,7 +49,7 @@ def test_gradcheck_catches_a_wrong_gradient():
     class WrongCube(ops.CubeRootBackward):
         __slots__ = ()
 
-        def grad_formula(self, g):
+        def vjp(self, g):
             return (g / (2.9 * self.result**2),)
 
     def f(x):
@@ -117,3 +117,28 @@ def test_tensor_attributes():
     assert not x.numpy().flags.writeable
     assert repr(cg.Tensor(np.array([1.0]))) == "Tensor([1.])"
     assert isinstance(x.data, np.ndarray) and repr(x.data).startswith("array(")
+
+
+class _DeviceLike:
+    """Any object with ``__cuda_array_interface__`` (a CuPy or numba device array)."""
+
+    __cuda_array_interface__ = {"shape": (1,), "typestr": "<f8", "data": (0, False), "version": 3}
+
+    def __array__(self, dtype=None, copy=None):
+        raise AssertionError("the engine copied a device array to the host")
+
+
+def test_device_array_is_a_type_error_not_a_host_copy():
+    device = _DeviceLike()
+    with pytest.raises(TypeError, match="data is a device array .*_DeviceLike.*copy it explicitly"):
+        cg.Tensor(device)
+    t = cg.Tensor(np.array([8.0]))
+    with pytest.raises(TypeError, match="data is a device array"):
+        t.data = device
+    with pytest.raises(TypeError, match="argument 0 is a device array"):
+        cg.grad(cg.cbrt)(device)
+    with pytest.raises(TypeError, match="gradcheck input 0 is a device array"):
+        cg.gradcheck(cg.cbrt, (device,))
+    cuda = pytest.importorskip("numba.cuda")  # the simulator here (tests/conftest.py)
+    with pytest.raises(TypeError, match=r"data is a device array \(\w+\)"):
+        cg.Tensor(cuda.to_device(np.array([8.0])), requires_grad=True)

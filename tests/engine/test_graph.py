@@ -58,10 +58,10 @@ def test_several_roots_where_one_root_feeds_another():
     x = cg.Tensor(np.array([8.0]), requires_grad=True)
     a = cg.cbrt(x).sum()
     b = a * 2.0  # b's node consumes a's node, itself a root
-    leaves = graph.run_backward([b, a], [np.array(1.0), np.array(1.0)], False, False)
+    leaves = graph.run_backward([b, a], [np.array(1.0), np.array(1.0)], False)
     np.testing.assert_allclose(leaves[x], [3 / 12])
     with pytest.raises(ValueError):
-        graph.run_backward([a, b], [np.array(1.0)], False, False)
+        graph.run_backward([a, b], [np.array(1.0)], False)
 
 
 def test_gradient_with_respect_to_an_intermediate_tensor():

@@ -36,10 +36,32 @@ def test_issue_example():
 
 def test_node_class_data():
     node = cg.CubeRootBackward
-    assert node.saves_input is False and node.saves_output is True
+    assert node.schema.saves is cg.engine.Saves.OUTPUT  # the output, not the input
     assert node.schema == cg.OpSchema(
-        name="cube_root", amp_policy=cg.AmpPolicy.FORCE_FP32, ufunc=np.cbrt
+        name="cube_root",
+        amp_policy=cg.AmpPolicy.FORCE_FP32,
+        saves=cg.engine.Saves.OUTPUT,
+        ufunc=np.cbrt,
     )
+
+
+def test_schema_arity_is_checked_against_the_forward():
+    with pytest.raises(TypeError, match=r"Bad\.forward takes 1 inputs; expected 2"):
+
+        class Bad(cg.engine.Node):
+            schema = cg.OpSchema(name="bad", arity=2)
+
+            @staticmethod
+            def forward(backend, a):
+                return a
+
+
+def test_every_op_saves_what_its_schema_says():
+    a = cg.Tensor(np.array([2.0, 3.0]), requires_grad=True)
+    y = cg.cbrt(a)
+    assert y.grad_fn.saved == (y._data,)  # the output, not the input
+    assert (a * 2.0).grad_fn.saved[0] is a  # the inputs
+    assert (a + 2.0).grad_fn.saved == ()  # only shapes
 
 
 class _Recorder:
@@ -62,12 +84,12 @@ class _Recorder:
         return self.inner.cube_root_grad(g, y, out=out, where=where)
 
 
-def test_dispatch_and_grad_formula_use_the_backend_and_the_saved_output():
+def test_forward_and_vjp_use_the_backend_and_the_saved_output():
     rec = _Recorder()
-    y = cg.CubeRootBackward.dispatch(rec, np.array([8.0, -27.0]))
+    y = cg.CubeRootBackward.forward(rec, np.array([8.0, -27.0]))
     node = cg.CubeRootBackward.__new__(cg.CubeRootBackward)
     node.result, node.backend = y, rec
-    (dx,) = node.grad_formula(np.array([12.0, 27.0]))
+    (dx,) = node.vjp(np.array([12.0, 27.0]))
     assert rec.calls == ["cube_root", "cube_root_grad"]  # the cube root is not re-run
     np.testing.assert_allclose(dx, [1.0, 1.0])
 
