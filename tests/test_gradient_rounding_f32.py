@@ -1,8 +1,9 @@
-"""The float32 gradient's fast path and its second pass (kernels/cpu.py, grad_block_f32).
+"""The float32 gradient's fast path and its second pass (kernels/cpu.py, grad_block).
 
 The fast path rounds the float64 quotient q64 to float32; that double rounding
-is wrong only where q64 is itself a float32 midpoint, and those lanes (with
-tiny results, infinities and nans) go to the scalar kernel. The pairs below
+is wrong only where q64 is itself a float32 midpoint, and those lanes go to the
+scalar kernel (elsewhere, tiny results, infinities and nans included, the fast
+path gives the scalar kernel's bits, which the layout test checks). The pairs below
 were found by searching 1.7e9 random (g, y) for a q64 that is a midpoint.
 """
 

@@ -474,20 +474,17 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # every float32 midpoint unless q64 is that midpoint itself (its 29
         # bits below float32 precision are 1 followed by zeros); the exact
         # quotient is never a midpoint (see round_quotient_f32). So the one
-        # rounding is the correctly rounded result except there, and except
-        # where the scalar kernel rounds differently or the sign of a nan
-        # matters: results at or below the smallest normal (another grid),
-        # infinities and nans. Those lanes are hard (about one in 2^28 for
-        # ordinary operands) and the caller runs cube_root_grad_f32 on them.
+        # rounding is the correctly rounded result except there: those lanes
+        # are hard (about one in 2^28) and the caller runs cube_root_grad_f32
+        # on them. Everywhere else this is that kernel's result bit for bit:
+        # it rounds q64 once too below 2^-126 and on overflow, and its nans
+        # carry g's sign, as here (a 0/0 nan would carry the CPU's).
         yd = np.float64(y)
         q64 = np.float64(g) / (3.0 * (yd * yd))
         midpoint = (f64_as_i64(q64) & _BELOW_FLOAT32_PRECISION) == _HALF_ULP32_AS_I64
-        result = np.float32(q64)
-        magnitude = np.uint32(f32_as_i32(result) & _ABS32)
-        odd = (magnitude - np.uint32(1) < np.uint32(_MIN_NORMAL32)) | (
-            magnitude >= np.uint32(_INF32)
-        )
-        return result, midpoint | odd
+        magnitude = f32_as_i32(np.float32(q64)) & _ABS32
+        result = i32_as_f32(np.int32(magnitude | (f32_as_i32(g) & _SIGN32)))
+        return result, midpoint
 
     return SimpleNamespace(
         inverse_cbrt_f64=inverse_cbrt_f64,
