@@ -23,8 +23,8 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]], formats: Sequ
     Returns
     -------
     str
-        The header, a rule as wide as the table, then the rows, joined by
-        newlines, with no trailing spaces.
+        The header, a rule as wide as the titled columns, then the rows,
+        joined by newlines, with no trailing spaces.
 
     Examples
     --------
@@ -40,13 +40,17 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]], formats: Sequ
     ]
     widths = [max([len(title)] + [len(r[k]) for r in cells]) for k, title in enumerate(header)]
 
-    def line(values: Sequence[str]) -> str:
+    # The rule spans the titled columns: a trailing untitled note (a peer's
+    # "absent: ..." reason) may run past it.
+    titled = max((k + 1 for k, title in enumerate(header) if title), default=0)
+
+    def line(values: Sequence[str], count: int = len(header)) -> str:
         return "  ".join(
             f"{v:>{w}}" if spec else f"{v:<{w}}"
-            for v, w, spec in zip(values, widths, formats, strict=True)
+            for v, w, spec in zip(values[:count], widths, formats, strict=False)
         ).rstrip()
 
     lines = [line(row) for row in cells]
     head = line(header)
-    rule = "-" * max([len(head)] + [len(x) for x in lines])
+    rule = "-" * max([len(head), *(len(line(row, titled)) for row in cells)])
     return "\n".join([head, rule, *lines])

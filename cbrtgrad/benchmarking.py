@@ -399,7 +399,7 @@ def format_peer_rows(rows: list[PeerRow], host: str | None = None) -> str:
     >>> print(format_peer_rows(rows, host="AMD EPYC (znver3); AVX2, FMA, 256-bit vectors"))
     CPU: AMD EPYC (znver3); AVX2, FMA, 256-bit vectors
     dtype     n  implementation               threads  ns/elem  peer/ours  max ulp
-    ----------------------------------------------------------------------------------------------
+    ------------------------------------------------------------------------------
     float64  10  cbrtgrad.cbrt (cpu backend)        1    2.000       1.00    0.500
     float64  10  jax                                -        -          -        -  absent: no jax
     """
