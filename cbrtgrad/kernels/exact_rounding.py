@@ -99,34 +99,47 @@ def make_exact_rounding(prims: Any, jit: Callable[[Callable[..., Any]], Any]) ->
         return np.uint64(significand), (bits >> np.int64(52)) - _EXPONENT_BIAS
 
     @jit
-    def above_midpoint_cubed(x, lower, upper):  # type: ignore[no-untyped-def]
+    def midpoint_integer(lower, upper):  # type: ignore[no-untyped-def]
+        # (M, e): the midpoint of adjacent lower < upper is M 2^(e - 1), M odd
+        # and below 2^55. Both on the finer grid: across a binade edge the
+        # upper one has twice the spacing.
         low_int, low_exp = significand_exponent(lower)
         up_int, up_exp = significand_exponent(upper)
-        # Both on the finer grid: across a binade edge the upper one has
-        # twice the spacing.
         exponent = min(low_exp, up_exp)
         low_int = low_int << np.uint64(low_exp - exponent)
         up_int = up_int << np.uint64(up_exp - exponent)
-        m = low_int + up_int  # odd, below 2^55; the midpoint is m 2^(exponent - 1)
-        # m^3 on three limbs (c2, c1, c0): m^2 = (s1, s0) < 2^110, times m.
-        s1, s0 = mul_wide(m, m)
-        q1, q0 = mul_wide(s0, m)
-        r1, r0 = mul_wide(s1, m)
-        # (limb 0 of m^3 is q0, odd)
+        return low_int + up_int, exponent
+
+    @jit
+    def times_two_limbs(a, s1, s0):  # type: ignore[no-untyped-def]
+        # a (below 2^64) times (s1, s0) on three limbs (c2, c1, c0); the
+        # caller keeps the product below 2^192.
+        q1, q0 = mul_wide(s0, a)
+        r1, r0 = mul_wide(s1, a)
         c1, carry = add_carry(q1, r0)
-        c2 = r1 + carry
-        # x = X 2^k against m^3 = M^3 2^(3 exponent - 3): X << shift on limbs.
-        x_int, x_exp = significand_exponent(x)
-        shift = np.uint64(x_exp - 3 * exponent + 3)
-        # 64 <= shift < 128: X spans limbs 1 and 2; limb 0 is zero.
+        return r1 + carry, c1, q0
+
+    @jit
+    def shifted_above(v, shift, c2, c1):  # type: ignore[no-untyped-def]
+        # Whether the significand v << shift (64 <= shift < 128: limbs 1 and
+        # 2, limb 0 zero) exceeds (c2, c1, c0), for a c0 that is not zero
+        # or a tie that cannot happen: top limb first.
         up_shift = shift - np.uint64(64)
         keep = (np.uint64(1) << (np.uint64(64) - up_shift)) - np.uint64(1)
-        x1 = (x_int & keep) << up_shift
-        x2 = x_int >> (np.uint64(64) - up_shift)
-        # Lexicographic comparison, top limb first; limb 0 of x is 0, so a
-        # tie on limbs 2 and 1 leaves x below m^3 unless c0 is 0 (it is not:
-        # m^3 is odd).
-        return (x2 > c2) | ((x2 == c2) & (x1 > c1))
+        v1 = (v & keep) << up_shift
+        v2 = v >> (np.uint64(64) - up_shift)
+        return (v2 > c2) | ((v2 == c2) & (v1 > c1))
+
+    @jit
+    def above_midpoint_cubed(x, lower, upper):  # type: ignore[no-untyped-def]
+        m, exponent = midpoint_integer(lower, upper)
+        # m^3 on three limbs: m^2 = (s1, s0) < 2^110, times m; limb 0 of m^3
+        # is odd, so a tie on limbs 2 and 1 leaves x below m^3.
+        s1, s0 = mul_wide(m, m)
+        c2, c1, _ = times_two_limbs(m, s1, s0)
+        # x = X 2^k against m^3 = M^3 2^(3 exponent - 3).
+        x_int, x_exp = significand_exponent(x)
+        return shifted_above(x_int, np.uint64(x_exp - 3 * exponent + 3), c2, c1)
 
     @jit
     def above_midpoint_times_square(g, lower, upper, y):  # type: ignore[no-untyped-def]
@@ -137,26 +150,13 @@ def make_exact_rounding(prims: Any, jit: Callable[[Callable[..., Any]], Any]) ->
         # the odd part of 3 M Y^2 is at least 3M > 2^54, more bits than g has.
         # The caller keeps 3 m y^2 within a factor 2 of g, so the shift of g's
         # significand is between 104 and 112 (the limbs take 64 to 127).
-        low_int, low_exp = significand_exponent(lower)
-        up_int, up_exp = significand_exponent(upper)
-        exponent = min(low_exp, up_exp)
-        low_int = low_int << np.uint64(low_exp - exponent)
-        up_int = up_int << np.uint64(up_exp - exponent)
-        m3 = (low_int + up_int) * np.uint64(3)
+        m, exponent = midpoint_integer(lower, upper)
         y_int, y_exp = significand_exponent(y)
         s1, s0 = mul_wide(y_int, y_int)
-        q1, _ = mul_wide(s0, m3)
-        r1, r0 = mul_wide(s1, m3)
-        c1, carry = add_carry(q1, r0)
-        c2 = r1 + carry
+        c2, c1, _ = times_two_limbs(m * np.uint64(3), s1, s0)
         g_int, g_exp = significand_exponent(g)
         shift = np.uint64(g_exp - (exponent - np.int64(1) + np.int64(2) * y_exp))
-        up_shift = shift - np.uint64(64)
-        keep = (np.uint64(1) << (np.uint64(64) - up_shift)) - np.uint64(1)
-        g1 = (g_int & keep) << up_shift
-        g2 = g_int >> (np.uint64(64) - up_shift)
-        # Top limb first; limb 0 of g is 0 and equality is impossible (no ties).
-        return (g2 > c2) | ((g2 == c2) & (g1 > c1))
+        return shifted_above(g_int, shift, c2, c1)
 
     return SimpleNamespace(
         above_midpoint_cubed=above_midpoint_cubed,
