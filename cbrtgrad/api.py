@@ -175,8 +175,11 @@ def cbrt(
 def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend: Any = None) -> Any:
     """Gradient of the cube root from its saved output: ``dL/dx = g / (3 y^2)``.
 
-    Within 2 ulp (float32) and 3 ulp (float64) of the exact derivative
-    ``g / (3 x^(2/3))`` when ``y = cbrt(x)``.
+    Correctly rounded for the ``y`` it is given: in float32 for normal
+    results, in float64 where ``|g| >= 2^-968`` and the result lies in
+    ``[2^-968, 2^1020)`` in magnitude (docs/mathematics.md). Against the exact
+    derivative ``g / (3 x^(2/3))`` when ``y = cbrt(x)``, which also carries
+    the rounding of ``y``: within 2.23 ulp (float32) and 3 ulp (float64).
 
     Parameters
     ----------
