@@ -66,7 +66,12 @@ def check_out(out: Any, operands: tuple[Any, ...], dtype: np.dtype, where: Any =
             raise ValueError(f"cbrtgrad: out must be one array, got a tuple of {len(out)}")
         out = out[0]
     host = isinstance(out, np.ndarray)
-    if not (host or is_dask_array(out) or is_device_array(out)):
+    # A dask or device out= only goes with inputs of that kind (their backend
+    # writes it); for host inputs it must be an ndarray.
+    if not host and not any(
+        (is_dask_array(out) and is_dask_array(a)) or (is_device_array(out) and is_device_array(a))
+        for a in operands
+    ):
         raise TypeError(f"cbrtgrad: out must be a numpy.ndarray, got {type(out).__name__}")
     shapes = [np.shape(a) for a in operands]
     if where is not True:

@@ -239,3 +239,14 @@ def test_engine_version_checks_and_display_of_dask_data():
         (w * z).sum().backward()
     assert z.numpy().flags.writeable is False and z.numpy().shape == (300,)
     assert cg.Tensor(lazy(np.array([27.0]))).item() == 27.0
+
+
+def test_a_dask_out_for_numpy_inputs_is_a_type_error():
+    # The api checks out= once for every backend: a dask out= goes only with
+    # dask inputs (whose backend writes it lazily).
+    with pytest.raises(TypeError, match="out must be a numpy.ndarray, got Array"):
+        cbrtgrad.cbrt(np.ones(3), out=da.zeros(3))
+    with pytest.raises(TypeError, match="out must be a numpy.ndarray, got Array"):
+        cbrtgrad.cbrt_grad(np.ones(3), np.ones(3), out=da.zeros(3))
+    lazy = cbrtgrad.cbrt(da.full(3, 8.0, chunks=2), out=da.zeros(3, chunks=2))
+    np.testing.assert_array_equal(lazy.compute(), [2.0, 2.0, 2.0])
