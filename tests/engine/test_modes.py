@@ -1,5 +1,6 @@
 """no_grad, detect_anomaly, autocast, double backward, the y = 0 behaviour."""
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -80,12 +81,15 @@ def test_autocast_force_fp32_from_schema():
 def test_autocast_policy_is_read_from_schema(monkeypatch):
     from cbrtgrad.engine import ops
 
-    x16 = cg.Tensor(np.array([8.0], dtype=np.float16))
-    monkeypatch.setattr(
-        ops.CubeRootBackward, "schema", cg.OpSchema(name="cube_root", ufunc=np.cbrt)
-    )
+    x16 = cg.Tensor(np.array([8.0], dtype=np.float16), requires_grad=True)
+    # The same schema with the other policy (what it saves, its ufunc kept).
+    promote = dataclasses.replace(ops.CubeRootBackward.schema, amp_policy=cg.AmpPolicy.PROMOTE)
+    monkeypatch.setattr(ops.CubeRootBackward, "schema", promote)
     with cg.autocast():
-        assert cg.cbrt(x16).dtype == np.float16
+        y = cg.cbrt(x16)
+        assert y.dtype == np.float16
+    y.sum().backward()
+    np.testing.assert_allclose(x16.grad.astype(np.float64), [1 / 12], rtol=1e-3)
 
 
 def test_double_backward_closed_form():
