@@ -61,11 +61,6 @@ def cube_root(x: Any) -> Any:
     raise NotImplementedError("cube_root is only callable from numba-compiled code")
 
 
-def cube_root_grad(g: Any, y: Any) -> Any:
-    """Scalar ``g / (3 y^2)`` for numba code, by the arguments' type."""
-    raise NotImplementedError("cube_root_grad is only callable from numba-compiled code")
-
-
 def _is_f32(t: Any) -> bool:
     return isinstance(t, types.Float) and t.bitwidth == 32
 
@@ -76,15 +71,6 @@ def _overload_cube_root(x):  # type: ignore[no-untyped-def]
         return lambda x: _cube_root_f32(x)
     if isinstance(x, types.Float):
         return lambda x: _cube_root_f64(x)
-    return None
-
-
-@overload(cube_root_grad, inline="always")
-def _overload_cube_root_grad(g, y):  # type: ignore[no-untyped-def]
-    if _is_f32(g) and _is_f32(y):
-        return lambda g, y: _cube_root_grad_f32(g, y)
-    if isinstance(g, types.Float) and isinstance(y, types.Float):
-        return lambda g, y: _cube_root_grad_f64(g, y)
     return None
 
 
