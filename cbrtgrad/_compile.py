@@ -127,7 +127,11 @@ class LoopShape:
         return f"{width}, {interleave}"
 
 
-def loop_shape(wanted_width: int, isa: _isa.HostIsa | None = None) -> LoopShape:
+def loop_shape(
+    wanted_width: int,
+    isa: _isa.HostIsa | None = None,
+    interleave: dict[str, int] | None = None,
+) -> LoopShape:
     """The shape of a loop that would like ``wanted_width``-bit vectors on this CPU.
 
     The width is capped by ``CBRTGRAD_VECTOR_WIDTH`` and by the widest vector
@@ -140,6 +144,9 @@ def loop_shape(wanted_width: int, isa: _isa.HostIsa | None = None) -> LoopShape:
         The width the loop was measured best at on a CPU that has it.
     isa : HostIsa, optional
         Default: the host's (:func:`cbrtgrad._isa.host_isa`).
+    interleave : dict, optional
+        ``{ISA name: count}`` for a loop measured best at another interleave
+        than :data:`INTERLEAVE_BY_ISA` gives on that ISA.
 
     Returns
     -------
@@ -151,12 +158,15 @@ def loop_shape(wanted_width: int, isa: _isa.HostIsa | None = None) -> LoopShape:
     >>> avx2 = classify("znver3", {"avx2": True, "fma": True}, "x86_64")
     >>> loop_shape(512, avx2)
     LoopShape(width=256, interleave=2)
-    >>> loop_shape(512, classify("apple-m1", {"neon": True}, "arm64"))
+    >>> loop_shape(512, avx2, interleave={"AVX2": 3})
+    LoopShape(width=256, interleave=3)
+    >>> loop_shape(512, classify("apple-m1", {"neon": True}, "arm64"), {"AVX2": 3})
     LoopShape(width=128, interleave=0)
     """
     isa = _isa.host_isa() if isa is None else isa
     width = min(wanted_width, default_vector_width(), isa.vector_bits)
-    return LoopShape(width, INTERLEAVE_BY_ISA.get(isa.name, 0))
+    count = {**INTERLEAVE_BY_ISA, **(interleave or {})}.get(isa.name, 0)
+    return LoopShape(width, count)
 
 
 def _mark_functions(ir_module: Any, attribute: str) -> None:

@@ -63,3 +63,38 @@ def test_ruff_clean():
 def test_mypy_clean():
     done = _run(sys.executable, "-m", "mypy", "cbrtgrad")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _load_tool(name: str):  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_float32_quadratic_is_the_fit_the_kernel_uses():
+    # The coefficients in formulas.py are the tool's minimax quadratic (to the
+    # precision Lawson's iteration reaches), and their error, by mpmath, is
+    # the 2^-27.4 docs/mathematics.md uses.
+    from cbrtgrad.kernels import formulas
+
+    tool = _load_tool("fit_cbrt_f32_series")
+    coefficients, worst = tool.fit(-0.00705, 6e-7)
+    kernel = (formulas._P0, formulas._P1, formulas._P2)
+    assert all(abs(c - k) <= 1e-8 * abs(k) for c, k in zip(coefficients, kernel, strict=True))
+    assert 2.0**-27.5 < worst < 2.0**-27.4
+    assert tool.max_error(kernel, -0.00705, 6e-7) < 2.0**-27.4
+    with pytest.raises(ValueError, match="LO"):
+        tool.fit(0.1, -0.1)
+
+
+@pytest.mark.slow
+def test_float32_newton_step_range_covers_every_float32():
+    # The range the quadratic is fitted on holds e = xs r^3 - 1 for every
+    # normal float32 (2^31 of them through the kernel's own step 1).
+    lo, hi = _load_tool("fit_cbrt_f32_series").e_range()
+    assert -0.00705 < lo < -0.0069 and 0.0 < hi < 6e-7

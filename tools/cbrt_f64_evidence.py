@@ -57,7 +57,7 @@ _fast = cpu.FORMULAS.cube_root_f64_fast
 @numba.njit
 def _hard_flags(x, flags):  # type: ignore[no-untyped-def]
     for i in range(x.shape[0]):
-        flags[i] = _fast(x[i])[1]
+        flags[i] = _fast(x[i])[1] != 0
 
 
 @numba.njit

@@ -1,7 +1,7 @@
 """Bit-level primitives the scalar formulas need, as numba CPU intrinsics.
 
 The formulas in :mod:`cbrtgrad.kernels.formulas` are written against a small
-namespace of primitives (an exact fused multiply-add and four bit casts) so
+namespace of primitives (exact fused multiply-adds and four bit casts) so
 that one source serves every target: this module supplies them for numba's CPU
 target, :mod:`cbrtgrad.kernels.cuda_primitives` for CUDA and the simulator.
 
@@ -34,6 +34,20 @@ def fma(typingctx, a, b, c):  # type: ignore[no-untyped-def]
     return sig, codegen
 
 
+@intrinsic
+def fma32(typingctx, a, b, c):  # type: ignore[no-untyped-def]
+    """Exact fused multiply-add ``a * b + c`` with one rounding (float32)."""
+    sig = types.float32(types.float32, types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        f32 = ir.FloatType()
+        fnty = ir.FunctionType(f32, [f32, f32, f32])
+        fn = builder.module.declare_intrinsic("llvm.fma", [f32], fnty)
+        return builder.call(fn, args)
+
+    return sig, codegen
+
+
 def _bitcast(src, dst, llvm_type):  # type: ignore[no-untyped-def]
     """Make an intrinsic reinterpreting the bits of ``src`` as ``dst``."""
 
@@ -54,6 +68,7 @@ i32_as_f32 = _bitcast(types.int32, types.float32, ir.FloatType())
 
 CPU_PRIMITIVES = SimpleNamespace(
     fma=fma,
+    fma32=fma32,
     f64_as_i64=f64_as_i64,
     i64_as_f64=i64_as_f64,
     f32_as_i32=f32_as_i32,

@@ -112,19 +112,19 @@ SECOND_PASS_BLOCK = 1024
 def _redo_hard_lanes_f64(x, y):  # type: ignore[no-untyped-def]
     for i in range(x.shape[0]):
         _, hard = _cube_root_f64_fast(x[i])
-        if hard:
+        if hard != 0:
             y[i] = _cube_root_f64_exact(x[i])
 
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
 def _fast_pass_f64(x, y):  # type: ignore[no-untyped-def]
     # The branch-free fast path (vectorised); whether any lane was hard.
-    hard = False
+    hard = np.int64(0)
     for i in range(x.shape[0]):
         yi, h = _cube_root_f64_fast(x[i])
         y[i] = yi
         hard |= h
-    return hard
+    return hard != 0
 
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
@@ -396,16 +396,22 @@ _built: dict[str, Any] = {}
 #: CPU"), so float32 stays at 256.
 LOOP_WIDTHS = {"float32": 256, "float64": 512}
 
+#: Interleave counts, per (loop, dtype), that differ from the ISA's default
+#: (:data:`cbrtgrad._compile.INTERLEAVE_BY_ISA`). NOTE: the float64 forward's
+#: chain is the longest (about 40 dependent operations), and on AVX2 three
+#: vector iterations in flight beat two (docs/kernels.md, "Measured choices").
+LOOP_INTERLEAVE = {("forward", "float64"): {"AVX2": 3}}
 
-def ufunc_loop_shape(dtype: str) -> _compile.LoopShape:
-    """The SIMD shape of the ufunc loops of one dtype, on this CPU.
+
+def ufunc_loop_shape(dtype: str, loop: str = "forward") -> _compile.LoopShape:
+    """The SIMD shape of one ufunc loop (``forward`` or ``gradient``) of one dtype, on this CPU.
 
     Examples
     --------
     >>> ufunc_loop_shape("float64").width in (0, 128, 256, 512)
     True
     """
-    return _compile.loop_shape(LOOP_WIDTHS[dtype])
+    return _compile.loop_shape(LOOP_WIDTHS[dtype], interleave=LOOP_INTERLEAVE.get((loop, dtype)))
 
 
 def _build_ufuncs() -> CpuUfuncs:
@@ -414,20 +420,23 @@ def _build_ufuncs() -> CpuUfuncs:
     # which a numba.vectorize loop cannot have.
     f32: np.dtype[Any] = np.dtype(np.float32)
     f64: np.dtype[Any] = np.dtype(np.float64)
-    shapes = {f32: ufunc_loop_shape("float32"), f64: ufunc_loop_shape("float64")}
+
+    def shapes(loop: str) -> dict[np.dtype[Any], _compile.LoopShape]:
+        return {f32: ufunc_loop_shape("float32", loop), f64: ufunc_loop_shape("float64", loop)}
+
     forward = make_block_ufunc(
         "cube_root",
         "The real cube root (cbrtgrad).",
         1,
         {f32: forward_block_f32, f64: forward_block_f64},
-        shapes,
+        shapes("forward"),
     )
     gradient = make_block_ufunc(
         "cube_root_grad",
         "g / (3 y^2), the cube root's gradient from its output y (cbrtgrad).",
         2,
         {f32: grad_block, f64: grad_block},
-        shapes,
+        shapes("gradient"),
     )
     return CpuUfuncs(forward, gradient)
 
@@ -449,7 +458,10 @@ def parallel_loop_shape(name: str, signature: str) -> _compile.LoopShape:
     True
     """
     dtype = signature.split("(", 1)[1].split("[", 1)[0].split(",", 1)[0]
-    return _compile.loop_shape(PARALLEL_LOOP_WIDTHS.get((name, dtype), 512))
+    return _compile.loop_shape(
+        PARALLEL_LOOP_WIDTHS.get((name, dtype), 512),
+        interleave=LOOP_INTERLEAVE.get((name, dtype)),
+    )
 
 
 def _parallel_loop(
@@ -503,7 +515,7 @@ def loop_plan() -> list[tuple[str, str, str, str]]:
     plan = []
     for name in ("forward", "gradient"):
         for dtype in ("float32", "float64"):
-            shape = ufunc_loop_shape(dtype).describe()
+            shape = ufunc_loop_shape(dtype, name).describe()
             plan.append((f"ufunc {name}", dtype, shape, _VARIANTS[name, dtype]))
     for name, signatures in _PARALLEL_SIGNATURES.items():
         for signature in signatures:

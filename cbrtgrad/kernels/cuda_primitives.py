@@ -1,7 +1,8 @@
 """The primitives of :mod:`cbrtgrad.kernels.formulas` for CUDA and its simulator.
 
-On a GPU they are libdevice functions: ``__nv_fma`` (the exact ``fma.rn.f64``
-instruction) and the four bit casts, which compile to register moves.
+On a GPU they are libdevice functions: ``__nv_fma`` and ``__nv_fmaf`` (the
+exact ``fma.rn.f64`` and ``fma.rn.f32`` instructions) and the four bit casts,
+which compile to register moves.
 
 Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) device functions are
 plain Python run on numpy scalars, so the primitives are Python too: bit casts
@@ -67,6 +68,52 @@ def exact_fma(a: Any, b: Any, c: Any) -> np.float64:
         return np.float64(math.inf if exact > 0 else -math.inf)
 
 
+def exact_fma32(a: Any, b: Any, c: Any) -> np.float32:
+    """``a * b + c`` rounded once, to nearest even, in float32 (pure Python).
+
+    The sum is exact as a ``Fraction``; the float32 nearest to it is one of
+    the float32 value of its nearest double and that value's two neighbours
+    (rounding through the double alone could round twice), chosen by exact
+    distance, a tie to the even significand.
+
+    Examples
+    --------
+    >>> a = np.float32(1 + 2.0**-12)
+    >>> float(exact_fma32(a, a, np.float32(-1.0))) == 2.0**-11 + 2.0**-24  # exact
+    True
+    >>> str(exact_fma32(-0.0, 1.0, -0.0))
+    '-0.0'
+    """
+    fa, fb, fc = float(np.float32(a)), float(np.float32(b)), float(np.float32(c))
+    if not (math.isfinite(fa) and math.isfinite(fb) and math.isfinite(fc)):
+        # The product of two finite float32s is exact in float64, so only
+        # IEEE's rules for infinities and nans act here.
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.float32(np.float64(fa) * np.float64(fb) + np.float64(fc))
+    exact = Fraction(fa) * Fraction(fb) + Fraction(fc)
+    if exact == 0:
+        return np.float32(0.0) if fc != 0.0 else np.float32(fa * fb + fc)
+    if abs(exact) >= _FLOAT32_OVERFLOW:
+        return np.float32(math.inf if exact > 0 else -math.inf)
+    nearest = np.float32(float(exact))
+    candidates = [
+        np.nextafter(nearest, np.float32(-np.inf)),
+        nearest,
+        np.nextafter(nearest, np.float32(np.inf)),
+    ]
+    finite = [v for v in candidates if np.isfinite(v)]
+
+    def distance(v: np.float32) -> tuple[Fraction, int]:
+        return abs(Fraction(float(v)) - exact), int(_f32_as_i32(v)) & 1
+
+    return min(finite, key=distance)
+
+
+#: The least magnitude that rounds to infinity in float32: the largest
+#: float32 plus half of its ulp, (2 - 2^-24) 2^127.
+_FLOAT32_OVERFLOW = Fraction(2**128 - 2**103)
+
+
 def _f64_as_i64(x: Any) -> Any:
     return np.array(x, dtype=np.float64).view(np.int64)[()]
 
@@ -85,6 +132,7 @@ def _i32_as_f32(i: Any) -> Any:
 
 SIMULATOR_PRIMITIVES = SimpleNamespace(
     fma=exact_fma,
+    fma32=exact_fma32,
     f64_as_i64=_f64_as_i64,
     i64_as_f64=_i64_as_f64,
     f32_as_i32=_f32_as_i32,
@@ -98,6 +146,7 @@ def device_primitives() -> SimpleNamespace:
 
     return SimpleNamespace(
         fma=libdevice.fma,
+        fma32=libdevice.fmaf,
         f64_as_i64=libdevice.double_as_longlong,
         i64_as_f64=libdevice.longlong_as_double,
         f32_as_i32=libdevice.float_as_int,

@@ -120,15 +120,15 @@ _GRAD_Q_HI64 = np.int64(0x7FB0000000000000)
 _GRAD_TOLERANCE = 2.0**-98
 # Magic constant of the inverse cube root bit trick for float64 (Moroz et al.):
 # bits(r0) = K - bits(x) / 3 gives |r0 * x^(1/3) - 1| < 0.035.
-_INV_CBRT_MAGIC64 = np.int64(0x553EF0FF289DD796)
 # NOTE: the trick runs on the high 32 bits of the pattern (sign, exponent and
-# 20 significand bits) so that the int <-> float conversions are 32-bit ones:
-# AVX2 has packed int32 <-> float64 conversions but no int64 ones (those are
-# AVX-512DQ), and LLVM turns each int64 one into a scalar conversion per lane.
-# The 32 dropped bits move the guess by under 2^-20 relative.
-_INV_CBRT_MAGIC64_HI = np.uint64(0x553EF0FF)
-# floor(h / 3) = (h * 0xAAAAAAAB) >> 33 for every h < 2^32: one 32 x 32 -> 64
-# bit multiply (vpmuludq on AVX2), shorter than converting to float and back.
+# 20 significand bits): AVX2 has no packed int64 <-> float64 conversion (that
+# is AVX-512DQ; LLVM turns each one into a scalar conversion per lane), and
+# floor(h / 3) = (h * 0xAAAAAAAB) >> 33 for every h < 2^32 is one 32 x 32 ->
+# 64 bit multiply (vpmuludq). The magic's high 32 bits are Moroz et al.'s;
+# its low 32 bits are zero, so that their low word is the multiply's bits.
+# Together the two move the guess by under 2^-19 relative: |r0 z - 1| stays
+# below 0.0343 (measured over 2^21 patterns of every binade).
+_INV_CBRT_MAGIC64 = np.uint64(0x553EF0FF << 32)
 _DIV3_MAGIC = np.uint64(0xAAAAAAAB)
 
 # float32 bit patterns
@@ -143,12 +143,14 @@ _QUIET32 = np.int32(1 << 22)
 # Newton step that follows it: 0.0070.
 _INV_CBRT_MAGIC32 = np.int32(0x54A21E2E)
 _THIRD32 = np.float32(1.0 / 3.0)
+_MINUS_THIRD32 = np.float32(-1.0 / 3.0)
 _FOUR_THIRDS32 = np.float32(4.0 / 3.0)
 # A float32 subnormal's significand (its bit pattern, < 2^23) times 2^-101 is
-# 2^48 times its value, a normal float32; its cube root is 2^16 times larger.
+# 2^48 times its value, a normal float32; its cube root is 2^16 times larger,
+# which 16 subtracted from the root's exponent field undoes exactly (the cube
+# root of a subnormal, at least 2^-49.7, is a normal float32).
 _SUBNORMAL_UP32 = np.float32(2.0**-101)
-_SUBNORMAL_DOWN = 2.0**-48
-_SUBNORMAL_ROOT_UP = 2.0**16
+_SUBNORMAL_ROOT_DOWN32 = np.int32(16 << 23)
 # One float32 ulp and half of one, in units of the float64 bit pattern
 # (52 - 23 bits below it), and the mask that cuts a float64 to float32 precision.
 _ULP32_AS_I64 = np.int64(1 << 29)
@@ -157,12 +159,14 @@ _FLOAT32_PRECISION_MASK = np.int64(~((1 << 29) - 1))
 _BELOW_FLOAT32_PRECISION = np.int64((1 << 29) - 1)
 # The gradient's float32 results below 2^-126 (as float64 bits) are subnormal.
 _MIN_NORMAL32_AS_F64 = np.int64(0x3810000000000000)
-# (1 + e)^(-2/3) = 1 - 2/3 e + 5/9 e^2 - 40/81 e^3 + O(e^4), written in powers
-# of u = 1 + e: (220 - 264 u + 165 u^2 - 40 u^3) / 81.
-_D0 = 220.0 / 81.0
-_D1 = -264.0 / 81.0
-_D2 = 165.0 / 81.0
-_D3 = -40.0 / 81.0
+# P(u) = P0 + P1 u + P2 u^2, the minimax quadratic of u^(-2/3) in relative
+# error on u = 1 + e, -0.00705 <= e <= 6e-7 (the range of xs r^3 - 1 after the
+# float32 Newton step, over every float32, is [-0.0069938, 5.4e-7]): its error
+# is at most 2^-27.44 there, and step 3 needs only 2^-25 (docs/mathematics.md).
+# Fitted by tools/fit_cbrt_f32_series.py (which rechecks that error with mpmath).
+_P0 = 2.227469062053254
+_P1 = -1.7882853863052686
+_P2 = 0.5608163297178594
 
 _THIRD = 1.0 / 3.0
 _FOUR_THIRDS = 4.0 / 3.0
@@ -195,6 +199,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
     -3.0
     """
     fma = prims.fma
+    fma32 = prims.fma32
     exact_rounding = make_exact_rounding(prims, jit)
     above_midpoint_cubed = exact_rounding.above_midpoint_cubed
     above_midpoint_times_square = exact_rounding.above_midpoint_times_square
@@ -207,9 +212,12 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
     def inverse_cbrt_f64(ax):  # type: ignore[no-untyped-def]
         # |ax^(1/3) r - 1| <= 2^-31 for normal, positive, finite ax (in range
         # where ax r^3 stays normal).
+        # floor(high / 3) lands in the high 32 bits of the pattern; the low
+        # 32 bits get the multiply's remainder bits, which move r by under
+        # 2^-20 (relative) and save the mask that would clear them.
         high = np.uint64(f64_as_i64(ax)) >> np.uint64(32)
-        third = (high * _DIV3_MAGIC) >> np.uint64(33)
-        r = i64_as_f64(np.int64((_INV_CBRT_MAGIC64_HI - third) << np.uint64(32)))
+        third = (high * _DIV3_MAGIC) >> np.uint64(1)
+        r = i64_as_f64(np.int64(_INV_CBRT_MAGIC64 - third))
         ax3 = ax * _THIRD
         # (ax/3 r) r^2, not ax/3 r^3: r^3 is subnormal for |x| near 2^1024.
         r = r * fma(-(ax3 * r), r * r, _FOUR_THIRDS)
@@ -267,9 +275,9 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
 
     @jit
     def cube_root_f64_fast(x):  # type: ignore[no-untyped-def]
-        # (y, hard): y is the correctly rounded cube root unless hard, which
-        # is about one input in 10^7 (the vector loops redo those lanes with
-        # cube_root_f64_exact in a second pass). Branch-free.
+        # (y, hard): y is the correctly rounded cube root unless hard is
+        # nonzero, about one input in 10^7 (the vector loops redo those lanes
+        # with cube_root_f64_exact in a second pass). Branch-free.
         ix = f64_as_i64(x)
         sign = ix & _SIGN64
         iax = ix ^ sign
@@ -285,10 +293,15 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         y0, c = cube_root_parts_f64(ax)
         # The root lies in [y0 + c - tol, y0 + c + tol]; if both ends round
         # to the same double, so does the root (rounding is monotonic).
-        tol = y0 * _ROUNDING_TOLERANCE
+        # The tiny lanes get a tolerance of 1.0 (their operand is 1.0), which
+        # makes them fail the test: one select rather than a flag of their own.
+        tol = y0 * (1.0 if unusual ^ special else _ROUNDING_TOLERANCE)
         up = y0 + (c + tol)
         down = y0 + (c - tol)
-        hard = (up != down) | (unusual ^ special)
+        # NOTE: hard is the xor of the two patterns (nonzero when they
+        # differ), a 64-bit lane like the data: a loop or-ing it up needs no
+        # packing of compare masks (measured, docs/kernels.md).
+        hard = f64_as_i64(up) ^ f64_as_i64(down)
         # The specials come back as they came, a signaling nan quieted.
         quiet = _QUIET64 if iax > _INF64 else np.int64(0)
         iy = (iax | quiet) if special else f64_as_i64(up)
@@ -316,42 +329,63 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # Correctly rounded, one element at a time (CUDA threads, scalar
         # code); the CPU loops run the two passes instead.
         y, hard = cube_root_f64_fast(x)
-        return cube_root_f64_exact(x) if hard else y
+        return cube_root_f64_exact(x) if hard != 0 else y
+
+    @jit
+    def inverse_cbrt_f32(xs):  # type: ignore[no-untyped-def]
+        # Step 1 of the float32 forward, in float32: r ~ xs^(-1/3) for a
+        # normal positive float32 xs, by the bit trick and one Newton step
+        # r (4 - xs r^3) / 3 (xs r^3 as (xs r) r^2, never subnormal), with
+        # -0.0069938 <= xs r^3 - 1 <= 5.4e-7 for every such xs
+        # (tools/fit_cbrt_f32_series.py measures it).
+        guess = _INV_CBRT_MAGIC32 - np.int32(np.float32(f32_as_i32(xs)) * _THIRD32)
+        r = i32_as_f32(np.int32(guess))
+        return r * fma32((xs * r) * (r * r), _MINUS_THIRD32, _FOUR_THIRDS32)
 
     @jit
     def cube_root_f32(x):  # type: ignore[no-untyped-def]
         ix = np.int32(f32_as_i32(x))
         sign = np.int32(ix & _SIGN32)
         iax = np.int32(ix ^ sign)
-        special = (iax == 0) | (iax >= _INF32)
-        normal = _ONE32 if special else iax
+        # The arithmetic runs on |x| clamped to the finite nonzero patterns
+        # (two integer min/max, no flag, no subnormal result): a zero as the
+        # least subnormal, an infinity or nan as the largest float. Those
+        # lanes (where the clamp changed the pattern) return x itself at the
+        # end.
+        normal = min(max(iax, np.int32(1)), np.int32(_INF32 - np.int32(1)))
         # NOTE: no arithmetic may see a subnormal operand (a microcode assist
         # of about 100 cycles on x86): a subnormal's significand, its bit
-        # pattern, is converted as an integer and scaled into the normal range.
+        # pattern, is converted as an integer and scaled into the normal range,
+        # xs = 2^48 |x|, and its root, 2^16 times too large, is scaled back by
+        # an integer subtraction from the float32 result's exponent field.
         subnormal = normal < _MIN_NORMAL32
         xs = np.float32(normal) * _SUBNORMAL_UP32 if subnormal else i32_as_f32(normal)
-        # Step 1, float32: bit trick and one Newton step.
-        guess = _INV_CBRT_MAGIC32 - np.int32(np.float32(f32_as_i32(xs)) * _THIRD32)
-        r = i32_as_f32(np.int32(guess))
-        # (x r)/3, not (x/3) r: x/3 is subnormal for x just above 2^-126.
-        r = r * (_FOUR_THIRDS32 - ((xs * r) * _THIRD32) * (r * r))
-        # Step 2, float64 (every float32 is a normal float64): the series.
-        ax = np.float64(xs) * (_SUBNORMAL_DOWN if subnormal else 1.0)
-        rd = np.float64(r) * (_SUBNORMAL_ROOT_UP if subnormal else 1.0)
+        # NOTE: the sign and that rescaling are folded into one integer added
+        # to the result's bits, computed here: kept to the end, one vector
+        # register instead of two (measured, docs/kernels.md).
+        adjust = np.int32(sign - (_SUBNORMAL_ROOT_DOWN32 if subnormal else np.int32(0)))
+        # Step 1, float32: r ~ xs^(-1/3), within 0.0070 (relative, as xs r^3).
+        r = inverse_cbrt_f32(xs)
+        # Step 2, float64 (every float32 is a normal float64): y1 = y0 P(u)
+        # with u = xs r^3 = 1 + e, P the minimax quadratic of u^(-2/3).
+        ax = np.float64(xs)
+        rd = np.float64(r)
         y0 = ax * (rd * rd)
-        # The series in u = x r^3 = 1 + e itself (its coefficients expanded),
-        # which saves the subtraction; evaluating it costs about 2^-50.
         u = y0 * rd
-        y1 = y0 * fma(u, fma(u, fma(u, _D3, _D2), _D1), _D0)
-        # Step 3: t or t + ulp, by the sign of x - m^3.
+        y1 = y0 * fma(u, fma(u, _P2, _P1), _P0)
+        # Step 3: t or t + ulp, by the sign of x - m^3 (its sign bit: a
+        # select on it is one blend, a comparison with 0.0 three operations).
         t = f64_as_i64(y1) & _FLOAT32_PRECISION_MASK
         m = i64_as_f64(t | _HALF_ULP32_AS_I64)
-        t = t + _ULP32_AS_I64 if fma(-(m * m), m, ax) > 0.0 else t
+        above = f64_as_i64(fma(-(m * m), m, ax)) >= np.int64(0)
+        t = t + _ULP32_AS_I64 if above else t
         iy = np.int32(f32_as_i32(np.float32(i64_as_f64(t))))
-        # A signaling nan comes back quiet (IEEE 754), its payload kept.
+        # Adding the sign bit to a non-negative pattern is or-ing it in. The
+        # clamped lanes return x, a signaling nan quieted (IEEE 754), its
+        # payload kept.
         quiet = _QUIET32 if iax > _INF32 else np.int32(0)
-        iy = np.int32(iax | quiet) if special else iy
-        return i32_as_f32(np.int32(iy | sign))
+        finite = np.int32(iy + adjust)
+        return i32_as_f32(finite if normal == iax else np.int32(ix | quiet))
 
     @jit
     def grad_parts_f64(g, y):  # type: ignore[no-untyped-def]
@@ -488,6 +522,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
 
     return SimpleNamespace(
         inverse_cbrt_f64=inverse_cbrt_f64,
+        inverse_cbrt_f32=inverse_cbrt_f32,
         cube_root_f64=cube_root_f64,
         cube_root_f64_fast=cube_root_f64_fast,
         cube_root_f64_exact=cube_root_f64_exact,

@@ -114,6 +114,35 @@ def test_simulator_fma_is_exact():
     assert str(exact_fma(-0.0, 2.0, -0.0)) == "-0.0"
 
 
+def _nearest_float32(exact: Fraction) -> np.float32:
+    # The float32 nearest to a rational, by exact distance (ties to even).
+    near = np.float32(float(exact))
+    around = [np.nextafter(near, np.float32(-np.inf)), near, np.nextafter(near, np.float32(np.inf))]
+    return min(around, key=lambda v: (abs(Fraction(float(v)) - exact), int(v.view(np.int32)) & 1))
+
+
+def test_simulator_fma32_is_exact_where_float64_would_round_twice():
+    from cbrtgrad.kernels.cuda_primitives import exact_fma32
+
+    # a b + c = 2^26 + 4 + 0.98 2^-27: float64 rounds it to 2^26 + 4, a float32
+    # midpoint, which float32 then rounds to even, 2^26; the fma gives 2^26 + 8.
+    a = np.float32(11865889 * 2.0**-22)
+    b = np.float32(11860678 * 2.0**-23)
+    c = np.float32(2.0**26)
+    assert np.float32(np.float64(a) * np.float64(b) + np.float64(c)) == c
+    assert exact_fma32(a, b, c) == c + np.float32(8.0)
+    rng = np.random.default_rng(6)
+    values = rng.standard_normal((300, 3)) * 10.0 ** rng.integers(-5, 5, (300, 3))
+    for a, b, c in values.astype(np.float32):
+        exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+        assert exact_fma32(a, b, c) == _nearest_float32(exact)
+    assert math.isnan(exact_fma32(np.float32(np.inf), np.float32(0.0), np.float32(1.0)))
+    big = np.float32(3e38)
+    assert exact_fma32(big, np.float32(2.0), np.float32(0.0)) == np.inf
+    assert str(exact_fma32(np.float32(-0.0), np.float32(2.0), np.float32(-0.0))) == "-0.0"
+    assert exact_fma32(np.float32(np.inf), np.float32(1.0), np.float32(-3e38)) == np.inf
+
+
 @pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
 def test_float16_and_mixed_device_gradients_stay_on_the_device():
     # Device arrays have no astype: the public functions leave the cast to the
