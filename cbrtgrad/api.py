@@ -61,6 +61,16 @@ def check_out(out: Any, operands: tuple[Any, ...], dtype: np.dtype, where: Any =
     """
     if out is None:
         return None
+    # NOTE: hot path: an ndarray of the result's dtype and of every operand's
+    # shape (an out= in a loop) needs none of the checks below but writability.
+    if (
+        type(out) is np.ndarray
+        and out.dtype == dtype
+        and where is True
+        and all(type(a) is np.ndarray and a.shape == out.shape for a in operands)
+        and out.flags.writeable
+    ):
+        return out
     if isinstance(out, tuple):
         if len(out) != 1:
             raise ValueError(f"cbrtgrad: out must be one array, got a tuple of {len(out)}")

@@ -224,3 +224,8 @@ def test_the_performance_page_has_its_peer_table():
     first, cpu, *_ = (docs / "generated" / "peers_table.txt").read_text().splitlines()
     assert first.startswith("measured ") and " at commit " in first and cpu.startswith("CPU: ")
     assert "generated/peers_table.txt" in (docs / "performance.md").read_text()
+
+
+def test_peer_rows_needs_a_round():
+    with pytest.raises(ValueError, match="rounds must be an integer >= 1"):
+        benchmarking.peer_rows(sizes=(8,), rounds=0)

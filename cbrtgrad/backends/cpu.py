@@ -31,20 +31,20 @@ class CpuBackend:
         return not is_device_array(x)
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        if out is None and where is True and (dtype is None or dtype == x.dtype):
+        if where is True and (dtype is None or dtype == x.dtype):
             # NOTE: hot path (every engine forward and api call): x is in the
-            # compute dtype already.
-            return (self._ufuncs or self._load()).cube_root(x)
+            # compute dtype already, and the ufunc writes any out= itself.
+            return (self._ufuncs or self._load()).cube_root(x, out=out)
         return call_ufunc(cpu_kernels.ufuncs().cube_root, x, out=out, where=where, dtype=dtype)
 
     def cube_root_grad(
         self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
     ) -> Any:
-        if out is None and where is True and (dtype is None or dtype == y.dtype == g.dtype):
+        if where is True and (dtype is None or dtype == y.dtype == g.dtype):
             # NOTE: hot path (every engine backward and api call). A broadcast g (the
             # gradient of a sum) reaches the loop with stride 0 and is read
             # from a buffer of its value there.
-            return (self._ufuncs or self._load()).cube_root_grad(g, y)
+            return (self._ufuncs or self._load()).cube_root_grad(g, y, out=out)
         return call_ufunc(
             cpu_kernels.ufuncs().cube_root_grad, g, y, out=out, where=where, dtype=dtype
         )
