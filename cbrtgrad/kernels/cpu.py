@@ -487,7 +487,7 @@ _PARALLEL_SIGNATURES = {
 
 #: What each loop computes, for ``cbrtgrad info`` (formulas.py has the proofs).
 _VARIANTS = {
-    ("forward", "float32"): "float32 Newton step, float64 series, exact midpoint test",
+    ("forward", "float32"): "float32 Newton step, float64 quadratic, exact midpoint test",
     ("forward", "float64"): "correctly rounded: fast path, exact second pass for hard lanes",
     ("gradient", "float32"): "correctly rounded: float64 quotient, exact pass for hard lanes",
     ("gradient", "float64"): "correctly rounded: corrected quotient, exact pass for hard lanes",

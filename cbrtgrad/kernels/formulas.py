@@ -35,17 +35,17 @@ docs/mathematics.md, "Correct rounding in float64"):
 float32, correctly rounded for every input (checked exhaustively, all 2^32):
 
 1. ``r ~ |x|^(-1/3)`` in float32 arithmetic: the float32 bit trick and one
-   Newton step, so that ``e = x r^3 - 1`` is at most 0.0070 in magnitude.
-   float32 lanes are half the width of float64 ones, and a few ulp of float32
-   rounding here do not matter: step 2 measures ``e`` in float64.
-2. In float64, ``y0 = x r^2`` and ``y1 = y0 (1 + e)^(-2/3)`` by the series
-   ``1 - 2/3 e + 5/9 e^2 - 40/81 e^3`` (three fmas, in powers of ``u = 1 + e``),
-   whose remainder ``0.453 e^4`` is below 2^-29.8: far below a float32
-   half-ulp, 2^-25.
+   Newton step (with a float32 fma), so that ``e = x r^3 - 1`` lies in
+   [-0.0069938, 5.4e-7] (measured over every float32). float32 lanes are half
+   the width of float64 ones, and a few ulp of float32 rounding here do not
+   matter: step 2 measures ``e`` in float64.
+2. In float64, ``y0 = x r^2``, ``u = y0 r = 1 + e`` and ``y1 = y0 P(u)``
+   with ``P`` the minimax quadratic of ``u^(-2/3)`` on that range (two fmas):
+   ``y1 = x^(1/3)`` within 2^-27.4, where step 3 needs 2^-25.
 3. ``t`` is ``y1`` cut to float32 precision (a mask on its float64 bits), and
    the correct result is ``t`` or its successor ``t + ulp``: the true root is
-   within 2^-29 of ``y1``, so whenever it lies outside ``[t, t + ulp]`` it is
-   still nearer to the one of the two on its side. Which one is decided
+   within 2^-27.4 of ``y1``, so whenever it lies outside ``[t, t + ulp]`` it
+   is still nearer to the one of the two on its side (docs/mathematics.md). Which one is decided
    exactly by the midpoint ``m = t + ulp/2`` (``t``'s bits or 2^28): ``m`` has
    25 significant bits, so ``m*m`` is exact in float64 and ``fma(-m*m, m, x)``
    is ``x - m^3`` rounded once, whose sign is exact. No float32 cube root is a
