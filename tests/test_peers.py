@@ -149,7 +149,7 @@ def test_jax_not_installed_is_absent(monkeypatch):
 
 
 def test_peer_table_runs_on_tiny_sizes():
-    rows = benchmarking.peer_rows(sizes=(9, 33), repeat=1, sample=9)
+    rows = benchmarking.peer_rows(sizes=(9, 33), repeat=1, sample=9, rounds=2)
     assert len(rows) == 2 * 2 * (1 + len(NAMES))
     ours = [r for r in rows if r.implementation == benchmarking.OURS]
     assert len(ours) == 4 and all(r.ratio == 1.0 for r in ours)
