@@ -45,10 +45,11 @@ float32, correctly rounded for every input (checked exhaustively, all 2^32):
 3. ``t`` is ``y1`` cut to float32 precision (a mask on its float64 bits), and
    the correct result is ``t`` or its successor ``t + ulp``: the true root is
    within 2^-27.4 of ``y1``, so whenever it lies outside ``[t, t + ulp]`` it
-   is still nearer to the one of the two on its side (docs/mathematics.md). Which one is decided
-   exactly by the midpoint ``m = t + ulp/2`` (``t``'s bits or 2^28): ``m`` has
-   25 significant bits, so ``m*m`` is exact in float64 and ``fma(-m*m, m, x)``
-   is ``x - m^3`` rounded once, whose sign is exact. No float32 cube root is a
+   is still nearer to the one of the two on its side (docs/mathematics.md).
+   Which one is decided exactly by the midpoint ``m = t + ulp/2`` (``t``'s
+   bits or 2^28): ``m`` has 25 significant bits, so ``m*m`` is exact in
+   float64 and ``fma(-m*m, m, x)`` is ``x - m^3`` rounded once, whose sign is
+   exact. No float32 cube root is a
    midpoint (``m^3`` needs 73 or more bits), so there are no ties. NOTE: the
    sign comes from one fma, not ``(x - hi) - lo``: a compiler that contracts
    ``x - hi`` (NVVM does by default) would break the two-step form.
@@ -134,7 +135,6 @@ _DIV3_MAGIC = np.uint64(0xAAAAAAAB)
 # float32 bit patterns
 _SIGN32 = np.int32(-0x80000000)
 _INF32 = np.int32(0x7F800000)
-_ONE32 = np.int32(0x3F800000)
 _MIN_NORMAL32 = np.int32(0x00800000)
 _ABS32 = np.int32(0x7FFFFFFF)
 _QUIET32 = np.int32(1 << 22)
