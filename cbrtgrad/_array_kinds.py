@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 
 def is_dask_array(x: Any) -> bool:
     """Whether ``x`` is a ``dask.array.Array``, without importing dask.
@@ -55,7 +57,11 @@ def is_device_array(x: Any) -> bool:
     >>> is_device_array(np.ones(2)), is_device_array(3.0)
     (False, False)
     """
+    cls = type(x)
+    if cls is np.ndarray:
+        # NOTE: hot path (every host call): a failed hasattr costs an
+        # AttributeError raised and caught, several times a type check.
+        return False
     if hasattr(x, "__cuda_array_interface__"):
         return True
-    cls = type(x)
     return cls.__name__ == "FakeCUDAArray" and cls.__module__.startswith("numba.cuda.simulator")

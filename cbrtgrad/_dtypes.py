@@ -29,6 +29,17 @@ _F64 = np.dtype(np.float64)
 _NATIVE: dict[np.dtype, np.dtype] = {_F32: _F32, _F64: _F64}
 
 
+def native(dtype: np.dtype) -> np.dtype | None:
+    """``dtype`` itself when it is float32 or float64 (a kernel's own dtypes), else ``None``.
+
+    Examples
+    --------
+    >>> native(np.dtype(np.float32)), native(np.dtype(np.float16))
+    (dtype('float32'), None)
+    """
+    return _NATIVE.get(dtype)
+
+
 def _describe(dtype: np.dtype) -> str:
     return f"{dtype} (kind {dtype.kind!r})"
 

@@ -61,16 +61,17 @@ def check_out(out: Any, operands: tuple[Any, ...], dtype: np.dtype, where: Any =
     """
     if out is None:
         return None
-    # NOTE: hot path: an ndarray of the result's dtype and of every operand's
+    # NOTE: hot path: an ndarray of the result's dtype (numpy's native dtypes
+    # are singletons, so identity is the cheap test) and of every operand's
     # shape (an out= in a loop) needs none of the checks below but writability.
-    if (
-        type(out) is np.ndarray
-        and out.dtype == dtype
-        and where is True
-        and all(type(a) is np.ndarray and a.shape == out.shape for a in operands)
-        and out.flags.writeable
-    ):
-        return out
+    if type(out) is np.ndarray and out.dtype is dtype and where is True:
+        shape = out.shape
+        for a in operands:
+            if type(a) is not np.ndarray or a.shape != shape:
+                break
+        else:
+            if out.flags.writeable:
+                return out
     if isinstance(out, tuple):
         if len(out) != 1:
             raise ValueError(f"cbrtgrad: out must be one array, got a tuple of {len(out)}")
@@ -113,6 +114,8 @@ def _as_compute(value: Any, dtype: np.dtype) -> Any:
     # device arrays have no ``astype`` (and a cast would leave the device), the
     # cuda kernels cast while they read; dask's backend casts inside each
     # chunk's task.
+    if type(value) is np.ndarray and value.dtype is dtype:
+        return value  # NOTE: hot path: already in the compute dtype
     if isinstance(value, (np.ndarray, np.generic)):
         return value if value.dtype == dtype else np.asarray(value, dtype=dtype)
     if isinstance(value, (list, tuple, int, float, bool)):
@@ -168,21 +171,30 @@ def cbrt(
     >>> cbrtgrad.cbrt(np.array([1, 8, 64]))
     array([1., 2., 4.])
     """
-    # NOTE: hot path: _override inlined for the one argument (a Tensor calls its
-    # hook here; an ndarray has none and goes on to the kernels).
-    hook = getattr(type(x), "__cbrtgrad_function__", None)
-    if hook is not None:
-        if out is None and where is True and dtype is None and backend is None:
-            overridden = hook(x, cbrt, (x,), {})
-        else:
-            kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
-            overridden = hook(x, cbrt, (x,), kwargs)
-        if overridden is not NotImplemented:
-            return overridden
-    requested = _dtypes.requested_dtype(dtype)
-    compute = requested or _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
-    where = check_where(where)
-    out = check_out(out, (x,), compute, where)
+    # NOTE: hot path. A plain ndarray has no override hook (numpy's own type
+    # cannot be given one), and a float32 or float64 one with no dtype= is
+    # computed in its own dtype: neither needs asking. Otherwise _override is
+    # inlined for the one argument (a Tensor calls its hook here).
+    if type(x) is np.ndarray and dtype is None:
+        compute = _dtypes.native(x.dtype)
+    else:
+        hook = getattr(type(x), "__cbrtgrad_function__", None)
+        if hook is not None:
+            if out is None and where is True and dtype is None and backend is None:
+                overridden = hook(x, cbrt, (x,), {})
+            else:
+                kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
+                overridden = hook(x, cbrt, (x,), kwargs)
+            if overridden is not NotImplemented:
+                return overridden
+        compute = None
+    if compute is None:
+        requested = _dtypes.requested_dtype(dtype)
+        compute = requested or _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
+    if where is not True:
+        where = check_where(where)
+    if out is not None:
+        out = check_out(out, (x,), compute, where)
     chosen = _registry.resolve(backend, x)
     return chosen.cube_root(_as_compute(x, compute), out=out, where=where, dtype=compute)
 
@@ -223,12 +235,22 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
     >>> cbrtgrad.cbrt_grad(np.array([1.0, 6.0]), np.array([1.0, -2.0]))
     array([0.33333333, 0.5       ])
     """
-    overridden = _override(cbrt_grad, (g, y), {"out": out, "where": where, "backend": backend})
-    if overridden is not _NO_OVERRIDE:
-        return overridden
-    compute = _dtypes.result_dtype(g, y, argument="g, y")
-    where = check_where(where)
-    out = check_out(out, (g, y), compute, where)
+    # NOTE: hot path: plain ndarrays have no override hook, and two of one
+    # float32 or float64 dtype are computed in it (as in cbrt).
+    if type(g) is np.ndarray and type(y) is np.ndarray and g.dtype is y.dtype:
+        compute = _dtypes.native(y.dtype)
+    else:
+        kwargs = {"out": out, "where": where, "backend": backend}
+        overridden = _override(cbrt_grad, (g, y), kwargs)
+        if overridden is not _NO_OVERRIDE:
+            return overridden
+        compute = None
+    if compute is None:
+        compute = _dtypes.result_dtype(g, y, argument="g, y")
+    if where is not True:
+        where = check_where(where)
+    if out is not None:
+        out = check_out(out, (g, y), compute, where)
     chosen = _registry.resolve(backend, y, g)
     return chosen.cube_root_grad(
         _as_compute(g, compute), _as_compute(y, compute), out=out, where=where, dtype=compute
@@ -264,10 +286,15 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
     >>> y, dx
     (array([ 2., -1.]), array([1., 1.]))
     """
-    overridden = _override(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
-    if overridden is not _NO_OVERRIDE:
-        return overridden  # type: ignore[no-any-return]
-    compute = _dtypes.result_dtype(x, g, argument="x, g")
+    if type(x) is np.ndarray and type(g) is np.ndarray and x.dtype is g.dtype:
+        compute = _dtypes.native(x.dtype)  # NOTE: hot path, as in cbrt_grad
+    else:
+        overridden = _override(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
+        if overridden is not _NO_OVERRIDE:
+            return overridden  # type: ignore[no-any-return]
+        compute = None
+    if compute is None:
+        compute = _dtypes.result_dtype(x, g, argument="x, g")
     chosen = _registry.resolve(backend, x, g)
     return chosen.cube_root_and_grad(
         _as_compute(x, compute), _as_compute(g, compute), out=out, dtype=compute

@@ -165,3 +165,54 @@ def test_numpy_backend_zero_d_gradient_and_broadcast_fused_shapes():
     y, dx = cg.cbrt_and_grad(np.array(8.0), np.ones((2, 3)), backend="numpy")
     assert y.shape == dx.shape == (2, 3)
     np.testing.assert_array_equal(y, 2.0)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "numpy", "parallel"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_non_native_byte_order_inputs_and_out(backend, dtype):
+    # A byte-swapped float array is equal in value but not the native dtype
+    # object: the api's hot paths (identity with the native dtype) must not
+    # take it, and the general path casts it.
+    def swap(a):
+        return a.astype(a.dtype.newbyteorder())
+
+    x = np.array([-27.0, 0.125, 8.0, 1e-30], dtype)
+    g = np.full_like(x, 3.0)
+    expected = cg.cbrt(x, backend=backend)
+    expected_dx = cg.cbrt_grad(g, expected, backend=backend)
+    y = cg.cbrt(swap(x), backend=backend)
+    assert y.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(y, expected)
+    out = swap(np.zeros_like(x))
+    assert cg.cbrt(x, out=out, backend=backend) is out
+    np.testing.assert_array_equal(out, expected)
+    dx = cg.cbrt_grad(swap(g), swap(expected), backend=backend)
+    assert dx.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(dx, expected_dx)
+    fused_y, fused_dx = cg.cbrt_and_grad(swap(x), swap(g), backend=backend)
+    np.testing.assert_array_equal(fused_y, expected)
+    np.testing.assert_array_equal(fused_dx, expected_dx)
+
+
+def test_ndarray_subclass_with_hook_still_overrides():
+    # The hot path skips the hook only for numpy's own ndarray type.
+    class Hooked(np.ndarray):
+        def __cbrtgrad_function__(self, func, args, kwargs):
+            return ("hooked", func.__name__)
+
+    x = np.ones(3, np.float32).view(Hooked)
+    assert cg.cbrt(x) == ("hooked", "cbrt")
+    assert cg.cbrt_grad(x, x) == ("hooked", "cbrt_grad")
+    assert cg.cbrt_and_grad(x, x) == ("hooked", "cbrt_and_grad")
+
+
+def test_named_backend_is_checked_on_every_call():
+    # get_backend caches the backends it has returned, by name: bad names and
+    # types must still raise after a good name was cached.
+    x = np.ones(2)
+    cg.cbrt(x, backend="cpu")
+    cg.cbrt(x, backend=" CPU ")
+    with pytest.raises(ValueError, match="unknown backend 'cpux'"):
+        cg.cbrt(x, backend="cpux")
+    with pytest.raises(TypeError, match="backend must be a str"):
+        cg.cbrt(x, backend=1)

@@ -36,6 +36,11 @@ _selected: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "cbrtgrad_backend", default=None
 )
 _instances: dict[str, Backend] = {}
+#: The backends :func:`get_backend` has returned, by the name as it was
+#: given: a backend that could run once can run for the rest of the process
+#: (its availability is its imports and its hardware), so a call that names
+#: one again skips the name's parsing and the availability probe.
+_ready: dict[str, Backend] = {}
 _lock = threading.Lock()
 
 
@@ -156,11 +161,16 @@ def get_backend(name: str) -> Backend:
     >>> get_backend("cpu").name
     'cpu'
     """
+    if type(name) is str:
+        found = _ready.get(name)
+        if found is not None:
+            return found
     key = _check_name(name)
     status = availability(key)
     if not status.available:
         raise BackendUnavailableError(f"cbrtgrad: backend {key!r} is unavailable: {status.reason}")
-    return _instance(key)
+    found = _ready[name] = _instance(key)
+    return found
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ class CpuBackend:
         return not is_device_array(x)
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        if where is True and (dtype is None or dtype == x.dtype):
+        if where is True and (dtype is None or dtype is x.dtype or dtype == x.dtype):
             # NOTE: hot path (every engine forward and api call): x is in the
             # compute dtype already, and the ufunc writes any out= itself.
             return (self._ufuncs or self._load()).cube_root(x, out=out)
