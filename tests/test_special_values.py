@@ -67,3 +67,30 @@ def test_grad_at_infinity_and_nan(dtype):
     assert dx[0] == 0 and not np.signbit(dx[0])
     assert dx[1] == 0 and np.signbit(dx[1])
     assert np.isnan(dx[2:]).all()
+
+
+def test_roots_of_the_clamped_float32_patterns():
+    # The float32 forward runs zero, inf and nan on clamped patterns and turns
+    # the roots it gets for them (constants of the formulas) into x: those
+    # constants must be the correctly rounded roots of the clamped inputs
+    # (2^-101, the scaled least subnormal, and the largest float32), and what
+    # the kernels give for them.
+    import mpmath
+
+    from cbrtgrad.kernels import formulas
+    from cbrtgrad.verification.exhaustive import is_correctly_rounded
+
+    xs = np.array([2.0**-101, np.finfo(np.float32).max], np.float32)
+    roots = (
+        np.array([formulas._ROOT_OF_CLAMPED_ZERO32, formulas._ROOT_OF_CLAMPED_INF32], np.int64)
+        .astype(np.int32)
+        .view(np.float32)
+    )
+    assert is_correctly_rounded(xs, roots).all()
+    with mpmath.workprec(200):
+        for x, root in zip(xs, roots, strict=True):
+            exact = mpmath.cbrt(mpmath.mpf(float(x)))
+            ulp = mpmath.mpf(2) ** (mpmath.floor(mpmath.log(exact, 2)) - 23)
+            assert abs(exact - mpmath.mpf(float(root))) < ulp / 2
+    assert np.array_equal(cg.cbrt(xs).view(np.int32), roots.view(np.int32))
+    assert np.array_equal(cg.cbrt(xs, backend="parallel").view(np.int32), roots.view(np.int32))

@@ -397,10 +397,12 @@ _built: dict[str, Any] = {}
 LOOP_WIDTHS = {"float32": 256, "float64": 512}
 
 #: Interleave counts, per (loop, dtype), that differ from the ISA's default
-#: (:data:`cbrtgrad._compile.INTERLEAVE_BY_ISA`). NOTE: the float64 forward's
-#: chain is the longest (about 40 dependent operations), and on AVX2 three
-#: vector iterations in flight beat two (docs/kernels.md, "Measured choices").
-LOOP_INTERLEAVE = {("forward", "float64"): {"AVX2": 3}}
+#: (:data:`cbrtgrad._compile.INTERLEAVE_BY_ISA`). NOTE: the forwards' chains
+#: are long (about 40 dependent operations in float64, 30 in float32), and on
+#: AVX2 three vector iterations in flight beat two; for float32 only since
+#: its one integer kept to the end freed the registers (docs/kernels.md,
+#: "Measured choices").
+LOOP_INTERLEAVE = {("forward", "float64"): {"AVX2": 3}, ("forward", "float32"): {"AVX2": 3}}
 
 
 def ufunc_loop_shape(dtype: str, loop: str = "forward") -> _compile.LoopShape:
