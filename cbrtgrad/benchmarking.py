@@ -298,6 +298,20 @@ def max_ulp_error(x: np.ndarray, y: np.ndarray, sample: int = PEER_ULP_SAMPLE) -
     return float(ulp.ulp_errors(x.ravel()[picks], y.ravel()[picks], ulp.cbrt_exact).max())
 
 
+@dataclass
+class _PeerCase:
+    """One dtype and size of the peer table while it is measured."""
+
+    dtype: np.dtype
+    n: int
+    reps: int
+    x: np.ndarray
+    out: np.ndarray
+    found: list[Any]  # every peer of the dtype, available or not
+    calls: list[tuple[str, Callable[[], Any]]]  # (label, call): cbrtgrad's, then each peer's
+    times: dict[str, list[float]]  # label -> one best time per round
+
+
 def peer_rows(
     sizes: tuple[int, ...] = cases.BENCH_SIZES,
     dtypes: tuple[np.dtype, ...] = cases.DTYPES,
@@ -309,11 +323,12 @@ def peer_rows(
 
     For each dtype and size the same inputs (:func:`cases.bench_inputs`) go
     through ``cbrtgrad.cbrt`` and then each peer of
-    :func:`cbrtgrad.peers.find_peers`, in turn, ``rounds`` times; each time
-    is the best over the rounds of the best of ``repeat`` measurements (a
-    quarter, at least 3, above 10^6 elements), each error the largest over
-    ``sample`` of the results. Absent peers get a row with the reason and no
-    figures.
+    :func:`cbrtgrad.peers.find_peers`, in turn; ``rounds`` times over every
+    case, so that each case's measurements are spread over the whole run.
+    Each time is the best over the rounds of the best of ``repeat``
+    measurements (a quarter, at least 3, above 10^6 elements), each error the
+    largest over ``sample`` of the results. Absent peers get a row with the
+    reason and no figures.
 
     Parameters
     ----------
@@ -326,7 +341,7 @@ def peer_rows(
     sample : int
         Results per case checked against mpmath.
     rounds : int
-        Turns of cbrtgrad and every peer per case (>= 1).
+        Turns over every case of cbrtgrad and every peer (>= 1).
 
     Returns
     -------
@@ -346,41 +361,50 @@ def peer_rows(
 
     if not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
-    rows: list[PeerRow] = []
+
+    all_cases = []
     for dtype in dtypes:
         found = peers.find_peers(dtype)
         for n in sizes:
-            reps = repeat if n <= 1_000_000 else max(3, repeat // 4)
             x = cases.bench_inputs(dtype, n, seed=1)
             out = np.empty_like(x)
-            ours_call = functools.partial(api.cbrt, x, out=out, backend="cpu")
-            ours_call()
-            ours_ulp = max_ulp_error(x, out, sample)
-            available = [peer for peer in found if peer.available]
-            # NOTE: cbrtgrad and the peers are timed in turn, ``rounds`` times,
-            # each keeping its best: on a shared machine the speed of the same
-            # call moves by 20 % within a minute (seen: 2.4 to 3.0 ns per
-            # element), and one measurement of each would give ratios of
-            # whatever happened to run beside it.
-            ours_times = []
-            theirs_times: dict[int, list[float]] = {id(peer): [] for peer in available}
-            for _ in range(rounds):
-                ours_times.append(best_time(ours_call, reps))
-                for peer in available:
-                    theirs_times[id(peer)].append(best_time(peer.timed_call(x, out), reps))
-            ours = min(ours_times)
-            name = f"cbrtgrad {__version__}"
-            rows.append(PeerRow(OURS, name, str(dtype), n, 1, ours / n * 1e9, 1.0, ours_ulp))
-            for peer in found:
-                start = (peer.label, peer.library, str(dtype), n)
-                if not peer.available:
-                    rows.append(PeerRow(*start, None, None, None, None, peer.reason))
-                    continue
-                theirs = min(theirs_times[id(peer)])
-                out.fill(np.nan)
-                peer.f(x, out)
-                figures = (theirs / n * 1e9, theirs / ours, max_ulp_error(x, out, sample))
-                rows.append(PeerRow(*start, peer.threads_on(x), *figures))
+            calls: list[tuple[str, Callable[[], Any]]] = [
+                (OURS, functools.partial(api.cbrt, x, out=out, backend="cpu"))
+            ]
+            calls += [(p.label, p.timed_call(x, out)) for p in found if p.available]
+            for _, call in calls:
+                call()  # compiled, loaded and with its pages touched before any timing
+            reps = repeat if n <= 1_000_000 else max(3, repeat // 4)
+            all_cases.append(
+                _PeerCase(dtype, n, reps, x, out, found, calls, {key: [] for key, _ in calls})
+            )
+    # NOTE: every case's turns are spread over the whole run, each a turn of
+    # cbrtgrad and then of every peer: on a shared machine the speed of the
+    # same call moves by 20 % within a minute, for seconds at a time (seen:
+    # 2.4 to 3.0 ns per element), and the best of measurements taken in one
+    # stretch would give ratios of whatever happened to run beside it.
+    for _ in range(rounds):
+        for case in all_cases:
+            for key, call in case.calls:
+                case.times[key].append(best_time(call, case.reps))
+    rows: list[PeerRow] = []
+    for case in all_cases:
+        dtype, n, x, out = case.dtype, case.n, case.x, case.out
+        api.cbrt(x, out=out, backend="cpu")
+        ours = min(case.times[OURS])
+        name = f"cbrtgrad {__version__}"
+        ours_ulp = max_ulp_error(x, out, sample)
+        rows.append(PeerRow(OURS, name, str(dtype), n, 1, ours / n * 1e9, 1.0, ours_ulp))
+        for peer in case.found:
+            start = (peer.label, peer.library, str(dtype), n)
+            if not peer.available:
+                rows.append(PeerRow(*start, None, None, None, None, peer.reason))
+                continue
+            theirs = min(case.times[peer.label])
+            out.fill(np.nan)
+            peer.f(x, out)
+            figures = (theirs / n * 1e9, theirs / ours, max_ulp_error(x, out, sample))
+            rows.append(PeerRow(*start, peer.threads_on(x), *figures))
     return rows
 
 
