@@ -36,10 +36,14 @@ _selected: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "cbrtgrad_backend", default=None
 )
 _instances: dict[str, Backend] = {}
-#: The backends :func:`get_backend` has returned, by the name as it was
-#: given: a backend that could run once can run for the rest of the process
-#: (its availability is its imports and its hardware), so a call that names
-#: one again skips the name's parsing and the availability probe.
+#: Backends that need nothing but numba and numpy, which cbrtgrad imports
+#: anyway: they are available in every process, whatever the environment.
+#: (accelerate's and cuda's availability depends on settings, libraries and
+#: drivers, which tests and users change at run time.)
+_ALWAYS_AVAILABLE = frozenset({"cpu", "numpy", "parallel"})
+#: Those of them :func:`get_backend` has returned, by the name as it was
+#: given, so that a call naming one again skips the name's parsing and the
+#: availability probe (hot path: every ``backend="cpu"`` call).
 _ready: dict[str, Backend] = {}
 _lock = threading.Lock()
 
@@ -169,7 +173,9 @@ def get_backend(name: str) -> Backend:
     status = availability(key)
     if not status.available:
         raise BackendUnavailableError(f"cbrtgrad: backend {key!r} is unavailable: {status.reason}")
-    found = _ready[name] = _instance(key)
+    found = _instance(key)
+    if key in _ALWAYS_AVAILABLE:
+        _ready[name] = found
     return found
 
 

@@ -133,3 +133,17 @@ def test_host_array_to_cuda_needs_an_explicit_copy():
         cbrtgrad.cbrt(np.ones(3), backend="cuda")
     with pytest.raises(TypeError, match="x is a host ndarray.*copy_host=True"):
         get_backend("cuda").cube_root(np.ones(3))
+
+
+def test_availability_is_asked_again_after_the_environment_changes(env):
+    # get_backend caches only the backends that are always available: one
+    # whose availability depends on the environment (accelerate's library
+    # path) is probed on every call, so a working library once does not hide a
+    # missing one later.
+    env(CBRTGRAD_ACCELERATE="/nonexistent/libvforce.so")
+    for _ in range(2):
+        with pytest.raises(BackendUnavailableError, match="cannot load"):
+            get_backend("accelerate")
+    assert "accelerate" not in _registry._ready
+    assert get_backend("cpu") is get_backend("cpu")
+    assert "cpu" in _registry._ready
