@@ -1,5 +1,6 @@
 """Compile policy and environment flags: vectorised loops, fast-math warning."""
 
+import functools
 import os
 import re
 import subprocess
@@ -14,12 +15,7 @@ def test_ufunc_loops_are_vectorised():
     # The loops around the scalar formulas must use SIMD registers (ymm or
     # zmm); a scalar libm-style loop would be 5x slower. Both ufuncs' loops
     # are cbrtgrad's own block functions (kernels/ufunc_loops.py).
-    code = "import numpy as np\nfrom cbrtgrad.kernels.cpu import ufuncs\nu = ufuncs()\n"
-    env = dict(os.environ, NUMBA_DUMP_ASSEMBLY="1")
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
-    )
-    sections = re.split(r"-{5,}ASSEMBLY ", done.stdout)
+    sections = _assembly(())
     forward = [s for s in sections if s.startswith("_unary_loop.<locals>.loop")]
     gradient = [s for s in sections if s.startswith("_binary_loop.<locals>.loop")]
     # Two loops (float32, float64) each.
@@ -48,8 +44,13 @@ numba.vectorize(["float64(float64)"])(lambda v: v * 3.0 + 1.0)
 """
 
 
-def _wrapper_asm(env_extra: dict[str, str]) -> list[str]:
-    env = dict(os.environ, NUMBA_DUMP_ASSEMBLY="1", **env_extra)
+@functools.cache
+def _assembly(env_extra: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    # The assembly of every function a fresh process compiles for the kernels
+    # and a user's loop, by section. NOTE: cached: each run compiles all the
+    # kernels (about 30 s on a 2-core machine), and the tests of one
+    # environment read the same sections.
+    env = dict(os.environ, NUMBA_DUMP_ASSEMBLY="1", **dict(env_extra))
     done = subprocess.run(
         [sys.executable, "-c", _ASM_OF_KERNELS_AND_A_USER_LOOP],
         capture_output=True,
@@ -57,7 +58,11 @@ def _wrapper_asm(env_extra: dict[str, str]) -> list[str]:
         env=env,
         check=True,
     )
-    sections = re.split(r"-{5,}ASSEMBLY ", done.stdout)
+    return tuple(re.split(r"-{5,}ASSEMBLY ", done.stdout))
+
+
+def _wrapper_asm(env_extra: dict[str, str]) -> list[str]:
+    sections = _assembly(tuple(sorted(env_extra.items())))
     # In compile order: the forward's own loops (float32, float64), the
     # gradient's ufunc wrappers (float32, float64), then the user's loop.
     loops = ("_unary_loop.<locals>.loop", "ufunc_wrapper")
