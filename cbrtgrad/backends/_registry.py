@@ -41,9 +41,10 @@ _instances: dict[str, Backend] = {}
 #: (accelerate's and cuda's availability depends on settings, libraries and
 #: drivers, which tests and users change at run time.)
 _ALWAYS_AVAILABLE = frozenset({"cpu", "numpy", "parallel"})
-#: Those of them :func:`get_backend` has returned, by the name as it was
-#: given, so that a call naming one again skips the name's parsing and the
-#: availability probe (hot path: every ``backend="cpu"`` call).
+#: Those of them :func:`get_backend` has returned, by their own names (other
+#: spellings, " CPU ", take the general way), so that a call naming one again
+#: skips the name's parsing and the availability probe (hot path: every
+#: ``backend="cpu"`` call).
 _ready: dict[str, Backend] = {}
 _lock = threading.Lock()
 
@@ -174,8 +175,8 @@ def get_backend(name: str) -> Backend:
     if not status.available:
         raise BackendUnavailableError(f"cbrtgrad: backend {key!r} is unavailable: {status.reason}")
     found = _instance(key)
-    if key in _ALWAYS_AVAILABLE:
-        _ready[name] = found
+    if key in _ALWAYS_AVAILABLE and name == key:
+        _ready[key] = found
     return found
 
 
