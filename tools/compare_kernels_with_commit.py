@@ -1,0 +1,149 @@
+"""Time today's forward ufuncs against those of an earlier commit, in one process.
+
+Issue 12 asks that the correctly rounded float64 forward run at least 0.9x
+as fast as the kernel of the day the issue was filed, on the same machine.
+Two processes on a shared 2-core machine see different slow spells, so this
+tool loads both kernels into one process and times them in turn:
+
+1. ``git archive REF cbrtgrad`` is unpacked into a temporary folder under
+   the package name ``cbrtgrad_at_REF`` (the kernels import each other
+   relatively, so the copy is a second, independent package);
+2. both packages' single-thread ufuncs (``kernels.cpu.ufuncs().cube_root``)
+   compile for this CPU, each with its own compile policy (vector width,
+   interleave) as of its commit;
+3. for each dtype and size, ``rounds`` turns of: today's ufunc, the old
+   ufunc, ``np.cbrt``; each turn the best of ``repeat`` measurements
+   (:func:`cbrtgrad.benchmarking.best_time`), each figure the best over the
+   turns, on :func:`cbrtgrad.verification.cases.bench_inputs` written into
+   a preallocated ``out=``.
+
+The ufuncs are called directly, so the figures are the kernels' loops, not
+``cbrtgrad.cbrt``'s Python call (about 2 us). It also counts the results on
+which the two kernels differ (the old float64 one was not correctly rounded).
+
+    python tools/compare_kernels_with_commit.py 5908c53
+    python tools/compare_kernels_with_commit.py 5908c53 --sizes 100000 --rounds 3 --dtypes float64
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import io
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cbrtgrad import _text
+from cbrtgrad._isa import host_isa
+from cbrtgrad.benchmarking import best_time
+from cbrtgrad.kernels import cpu
+from cbrtgrad.verification import cases
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_package_at(ref: str, into: Path) -> Any:
+    """Import the ``cbrtgrad`` package of commit ``ref`` as ``cbrtgrad_at_<sha>``."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", f"{ref}^{{commit}}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    name = f"cbrtgrad_at_{sha}"
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", sha, "cbrtgrad"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    (into / "cbrtgrad").rename(into / name)
+    sys.path.insert(0, str(into))
+    return importlib.import_module(f"{name}.kernels.cpu"), sha
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("ref", help="the earlier commit (e.g. 5908c53)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 10_000_000])
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.repeat < 1:
+        parser.error("--rounds and --repeat must be at least 1")
+    for n in args.sizes:
+        if n < 1:
+            parser.error(f"--sizes must be positive, got {n}")
+    for d in args.dtypes:
+        if d not in ("float32", "float64"):
+            parser.error(f"--dtypes: float32 or float64, got {d!r}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        old_cpu, sha = load_package_at(args.ref, Path(tmp))
+        today = cpu.ufuncs().cube_root
+        old = old_cpu.ufuncs().cube_root
+        calls = {"today": today, f"at {sha}": old, "np.cbrt": np.cbrt}
+        times: dict[tuple[str, int, str], list[float]] = {}
+        inputs = []
+        for d in args.dtypes:
+            for n in args.sizes:
+                x = cases.bench_inputs(np.dtype(d), n, seed=1)
+                out = np.empty_like(x)
+                for f in calls.values():
+                    f(x, out=out)  # compiled and pages touched before timing
+                inputs.append((d, n, x, out))
+        for _ in range(args.rounds):
+            for d, n, x, out in inputs:
+                reps = args.repeat if n <= 1_000_000 else max(3, args.repeat // 4)
+                for label, f in calls.items():
+                    t = best_time(functools.partial(f, x, out=out), reps)
+                    times.setdefault((d, n, label), []).append(t)
+        rows = []
+        for d, n, x, _ in inputs:
+            best = {label: min(times[(d, n, label)]) / n * 1e9 for label in calls}
+            differ = int(np.count_nonzero(today(x) != old(x)))
+            old_ns, np_ns = best[f"at {sha}"], best["np.cbrt"]
+            rows.append(
+                [
+                    d,
+                    n,
+                    best["today"],
+                    old_ns,
+                    np_ns,
+                    old_ns / best["today"],
+                    np_ns / best["today"],
+                    differ,
+                ]
+            )
+    print(f"cpu: {host_isa().describe()}")
+    print(
+        f"numpy {np.__version__}; {args.rounds} rounds in turn, best of {args.repeat} each;"
+        " ns per element, ufunc called directly with out="
+    )
+    head = [
+        "dtype",
+        "n",
+        "today",
+        f"at {sha}",
+        "np.cbrt",
+        f"{sha}/today",
+        "np.cbrt/today",
+        "results differ",
+    ]
+    print(_text.table(head, rows, ["", ",d", ".3f", ".3f", ".3f", ".2f", ".2f", ",d"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
