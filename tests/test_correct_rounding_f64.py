@@ -25,12 +25,23 @@ from cbrtgrad.verification.integer_oracle import correctly_rounded_cbrt
 
 HARD_FILE = Path(__file__).parent / "data" / "cbrt_f64_hard.txt"
 _fast = cpu.FORMULAS.cube_root_f64_fast
+_plain = cpu.FORMULAS.cube_root_f64_plain
 
 
 @numba.njit
 def _hard_flags(values, out):  # type: ignore[no-untyped-def]
     for i in range(values.shape[0]):
         out[i] = _fast(values[i])[1] != 0
+
+
+@numba.njit
+def _both_paths(values, fast, plain):  # type: ignore[no-untyped-def]
+    # Each path's result bits and whether it flagged the lane.
+    for i in range(values.shape[0]):
+        y, hard = _fast(values[i])
+        fast[i, 0], fast[i, 1] = y, hard != 0
+        y, hard = _plain(values[i])
+        plain[i, 0], plain[i, 1] = y, hard != 0
 
 
 def _hard() -> tuple[np.ndarray, np.ndarray]:
@@ -118,6 +129,38 @@ def test_hard_inputs_over_all_binades_and_both_signs():
         want = np.ldexp(y[keep], k)
         got = cbrtgrad.cbrt(np.concatenate([xs, -xs]))
         assert np.array_equal(got, np.concatenate([want, -want])), k
+
+
+def test_plain_path_is_the_fast_path_on_plain_inputs():
+    # The plain fast path (blocks with no zero, inf, nan or |x| < 2^-800)
+    # gives the full fast path's bits and flags, lane by lane: on the hard
+    # list, on random plain inputs, and at the ends of the plain range.
+    hard, _ = _hard()
+    hard = hard[np.abs(hard) >= 2.0**-800]
+    x = cases.random_inputs(np.dtype(np.float64), 200_000, seed=21)
+    ends = [2.0**-800, float(np.nextafter(2.0**-800, 1.0)), np.finfo(np.float64).max]
+    x = np.concatenate([hard, -hard, x[np.abs(x) >= 2.0**-800], ends, np.negative(ends)])
+    fast = np.zeros((x.size, 2))
+    plain = np.zeros((x.size, 2))
+    _both_paths(x, fast, plain)
+    assert np.array_equal(fast.view(np.int64), plain.view(np.int64))
+    assert hard.size >= 50 and plain[: hard.size, 1].mean() > 0.9
+
+
+def test_plain_and_mixed_blocks_give_the_same_bits():
+    # A block with one input that is not plain takes the full fast path: the
+    # same inputs with a zero beside each one (every block mixed) give the
+    # same roots as alone (every block plain).
+    hard, want = _hard()
+    x = np.concatenate([hard, cases.bench_inputs(np.dtype(np.float64), 5000, seed=22)])
+    mixed = np.zeros(2 * x.size)
+    mixed[0::2] = x
+    for backend in ("cpu", "parallel"):
+        alone = np.asarray(cbrtgrad.cbrt(x, backend=backend))
+        beside = np.asarray(cbrtgrad.cbrt(mixed, backend=backend))
+        assert np.array_equal(alone[: hard.size], want)
+        assert np.array_equal(alone.view(np.int64), beside[0::2].view(np.int64))
+        assert np.array_equal(beside[1::2], np.zeros(x.size))
 
 
 def test_exact_cubes_are_exact():

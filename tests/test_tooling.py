@@ -98,3 +98,27 @@ def test_float32_newton_step_range_covers_every_float32():
     # normal float32 (2^31 of them through the kernel's own step 1).
     lo, hi = _load_tool("fit_cbrt_f32_series").e_range()
     assert -0.00705 < lo < -0.0069 and 0.0 < hi < 6e-7
+
+
+def test_float64_inverse_polynomial_is_the_fit_the_kernel_uses():
+    # The coefficients in formulas.py are the tool's minimax polynomial, and
+    # its error, by mpmath, is the 2^-32.2 docs/mathematics.md uses (the
+    # proof needs 2^-31.5).
+    from cbrtgrad.kernels import formulas
+
+    tool = _load_tool("fit_cbrt_f64_inverse")
+    coefficients, worst = tool.fit(-0.0993, 0.1064)
+    kernel = tool.KERNEL_COEFFICIENTS
+    assert kernel[0] == formulas._Q0 and kernel[-1] == formulas._Q5
+    assert all(abs(c - k) <= 1e-7 * abs(k) for c, k in zip(coefficients, kernel, strict=True))
+    assert 2.0**-32.3 < worst < 2.0**-32.2
+    assert tool.max_error(kernel, -0.0993, 0.1064) < 2.0**-32.2
+    with pytest.raises(ValueError, match="LO"):
+        tool.fit(0.1, -0.1)
+
+
+def test_float64_bit_trick_range_covers_every_float64():
+    # The range the polynomial is fitted on holds e = a r0^3 - 1 for every
+    # positive normal float64 (2^31 high words, both ends of each; 7 s).
+    lo, hi = _load_tool("fit_cbrt_f64_inverse").e_range()
+    assert -0.0993 < lo < -0.099 and 0.106 < hi < 0.1064

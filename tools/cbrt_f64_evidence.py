@@ -9,7 +9,8 @@ Python integers (``cbrtgrad/verification/integer_oracle.py``, no floating point)
 to ``tests/data/cbrt_f64_hard.txt`` (hex input, hex root), which the tests read.
 
 ``check-random N``: N random inputs over all binades through the ``cpu`` and
-``parallel`` backends, each result checked exactly: ``y`` is the correctly
+``parallel`` backends, and again without those under 2^-800 (so that whole
+blocks take the plain fast path), each result checked exactly: ``y`` is the correctly
 rounded root of ``x`` if and only if ``x`` lies strictly between the cubes of
 the midpoints below and above ``y``, decided in integer arithmetic
 (``kernels/exact_rounding.py``, itself checked against Python fractions in
@@ -153,9 +154,15 @@ def check_random(n: int, chunk: int = 10_000_000) -> int:
     start = time.perf_counter()
     for seed in range(max(1, n // chunk)):
         x = _random(chunk, 2000 + seed)
+        # The same inputs without those under 2^-800: blocks of nothing but
+        # plain inputs, which take the plain fast path (kernels/cpu.py:
+        # forward_block_f64); nearly every block of x has a tiny input.
+        plain = np.ascontiguousarray(x[np.abs(x) >= 2.0**-800])
         for backend in ("cpu", "parallel"):
-            y = np.asarray(api.cbrt(x, backend=backend))
-            total_wrong += _count_wrong(x, y)
+            for inputs in (x, plain):
+                y = np.asarray(api.cbrt(inputs, backend=backend))
+                total_wrong += _count_wrong(inputs, y)
+        checked += plain.size
         # Subnormal inputs: x 2^300 is normal and checked exactly, and the
         # root of x must be its root times 2^-100, exactly.
         rng = np.random.default_rng(3000 + seed)

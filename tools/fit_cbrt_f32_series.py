@@ -10,7 +10,7 @@ root (relative) to pick the correctly rounded float32 (docs/mathematics.md).
 kernel's own compiled step 1, in float64 after it), about 15 s.
 
 ``fit LO HI``: the minimax quadratic of ``u^(-2/3)`` on ``[1 + LO, 1 + HI]``
-in relative error (Lawson's iteration on 20 001 points), its coefficients as
+in relative error (Lawson's iteration, ``tools/_minimax.py``, on 20 001 points), its coefficients as
 the kernel writes them, and its largest error, rechecked with mpmath at 2001
 points at 60 digits; then the same error for the kernel's own coefficients
 (Lawson's iteration converges slowly: reruns agree to about 1e-9).
@@ -24,13 +24,17 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 import numba
 import numpy as np
 
-from cbrtgrad.kernels import cpu, formulas
-from cbrtgrad.kernels._primitives import i32_as_f32
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _minimax import lawson  # noqa: E402
+
+from cbrtgrad.kernels import cpu, formulas  # noqa: E402
+from cbrtgrad.kernels._primitives import i32_as_f32  # noqa: E402
 
 _inverse_cbrt_f32 = cpu.FORMULAS.inverse_cbrt_f32
 _KERNEL_COEFFICIENTS = (formulas._P0, formulas._P1, formulas._P2)
@@ -65,13 +69,7 @@ def fit(lo: float, hi: float) -> tuple[np.ndarray, float]:
     u = 1.0 + np.linspace(lo, hi, 20001)
     f = u ** (-2.0 / 3.0)
     basis = np.vander(u, 3, increasing=True) / f[:, None]
-    weights = np.full(u.size, 1.0 / u.size)
-    for _ in range(300):
-        root = np.sqrt(weights)[:, None]
-        coefficients = np.linalg.lstsq(basis * root, root[:, 0], rcond=None)[0]
-        error = np.abs(basis @ coefficients - 1.0)
-        weights = weights * error
-        weights /= weights.sum()
+    coefficients = lawson(basis, np.ones(u.size))
     return coefficients, max_error(coefficients, lo, hi)
 
 

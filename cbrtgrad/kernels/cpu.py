@@ -25,8 +25,8 @@ from numba import types
 from numba.extending import overload
 
 from .. import _compile
-from ._primitives import CPU_PRIMITIVES
-from .formulas import make_formulas
+from ._primitives import CPU_PRIMITIVES, f64_as_i64
+from .formulas import PLAIN_F64_BEYOND, PLAIN_F64_LOWEST, make_formulas
 from .ufunc_loops import make_block_ufunc
 
 FORMULAS = make_formulas(CPU_PRIMITIVES, numba.njit(**_compile.SCALAR_OPTIONS))
@@ -35,6 +35,7 @@ _cube_root_f32 = FORMULAS.cube_root_f32
 _cube_root_f64 = FORMULAS.cube_root_f64
 _cube_root_f64_fast = FORMULAS.cube_root_f64_fast
 _cube_root_f64_exact = FORMULAS.cube_root_f64_exact
+_cube_root_f64_plain = FORMULAS.cube_root_f64_plain
 _cube_root_grad_f32 = FORMULAS.cube_root_grad_f32
 _cube_root_grad_f64 = FORMULAS.cube_root_grad_f64
 _cube_root_grad_f32_fast = FORMULAS.cube_root_grad_f32_fast
@@ -116,21 +117,50 @@ def _redo_hard_lanes_f64(x, y):  # type: ignore[no-untyped-def]
             y[i] = _cube_root_f64_exact(x[i])
 
 
+def _first_pass_f64(formula: Any) -> Any:
+    """The vectorised first pass of one fast path over a block: whether any lane was hard."""
+
+    @numba.njit(**_compile.SCALAR_OPTIONS)
+    def first_pass(x, y):  # type: ignore[no-untyped-def]
+        hard = np.int64(0)
+        for i in range(x.shape[0]):
+            yi, h = formula(x[i])
+            y[i] = yi
+            hard |= h
+        return hard != 0
+
+    return first_pass
+
+
+#: The branch-free fast path over any block, and over a block of plain
+#: inputs only (see _is_plain_f64): the same bits.
+_fast_pass_f64 = _first_pass_f64(_cube_root_f64_fast)
+_plain_pass_f64 = _first_pass_f64(_cube_root_f64_plain)
+
+_MAGNITUDE64 = np.int64(0x7FFFFFFFFFFFFFFF)
+
+
 @numba.njit(**_compile.SCALAR_OPTIONS)
-def _fast_pass_f64(x, y):  # type: ignore[no-untyped-def]
-    # The branch-free fast path (vectorised); whether any lane was hard.
-    hard = np.int64(0)
+def _is_plain_f64(x):  # type: ignore[no-untyped-def]
+    # Whether every |x| of the block lies in [2^-800, inf): the least and the
+    # largest bit pattern of |x| (nans' lie above inf's), as integer min/max
+    # reductions (one instruction each on AVX-512, compare and blend on AVX2).
+    lowest = _MAGNITUDE64
+    highest = np.int64(0)
     for i in range(x.shape[0]):
-        yi, h = _cube_root_f64_fast(x[i])
-        y[i] = yi
-        hard |= h
-    return hard != 0
+        pattern = f64_as_i64(x[i]) & _MAGNITUDE64
+        lowest = min(lowest, pattern)
+        highest = max(highest, pattern)
+    return lowest >= PLAIN_F64_LOWEST and highest < PLAIN_F64_BEYOND
 
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
 def forward_block_f64(x, y):  # type: ignore[no-untyped-def]
     # Correctly rounded: the fast path over a block, then, only for a block
-    # that has a hard lane, the exact path for those lanes. In place (y is x)
+    # that has a hard lane, the exact path for those lanes. A block of plain
+    # inputs (no zero, inf, nan or |x| < 2^-800: most data) takes the plain
+    # fast path, the same bits without the specials' selects (10 of about 45
+    # vector operations per element; checking the block costs 3). In place (y is x)
     # the block's inputs are kept first, since the first pass overwrites them.
     # NOTE: the first pass is a function of its own over the block's slices:
     # written inline in this loop nest, LLVM did not vectorise it. In place,
@@ -147,7 +177,11 @@ def forward_block_f64(x, y):  # type: ignore[no-untyped-def]
             kept[:] = xs
             xs = kept
         ys = y[start:stop]
-        if _fast_pass_f64(xs, ys):
+        if _is_plain_f64(xs):
+            hard = _plain_pass_f64(xs, ys)
+        else:
+            hard = _fast_pass_f64(xs, ys)
+        if hard:
             _redo_hard_lanes_f64(xs, ys)
 
 
@@ -398,11 +432,16 @@ LOOP_WIDTHS = {"float32": 256, "float64": 512}
 
 #: Interleave counts, per (loop, dtype), that differ from the ISA's default
 #: (:data:`cbrtgrad._compile.INTERLEAVE_BY_ISA`). NOTE: the forwards' chains
-#: are long (about 40 dependent operations in float64, 30 in float32), and on
+#: are long (about 30 dependent operations in float64, 30 in float32), and on
 #: AVX2 three vector iterations in flight beat two; for float32 only since
-#: its one integer kept to the end freed the registers (docs/kernels.md,
-#: "Measured choices").
-LOOP_INTERLEAVE = {("forward", "float64"): {"AVX2": 3}, ("forward", "float32"): {"AVX2": 3}}
+#: its one integer kept to the end freed the registers. On AVX-512 (32
+#: vector registers) the float64 forward is fastest at 4 and the 256-bit
+#: float32 forward at 3, where LLVM's cost model picks 2 and 1; measured on
+#: an AMD Zen 4 only (docs/kernels.md, "Measured choices").
+LOOP_INTERLEAVE = {
+    ("forward", "float64"): {"AVX2": 3, "AVX-512": 4},
+    ("forward", "float32"): {"AVX2": 3, "AVX-512": 3},
+}
 
 
 def ufunc_loop_shape(dtype: str, loop: str = "forward") -> _compile.LoopShape:

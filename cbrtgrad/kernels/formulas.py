@@ -15,10 +15,11 @@ float64, correctly rounded for every input (the proof is in
 docs/mathematics.md, "Correct rounding in float64"):
 
 1. ``r ~ |x|^(-1/3)`` from an exponent bit trick (``K - bits/3`` on the high
-   32 bits of the pattern, about 3.5 % relative error), then three
-   division-free Newton steps ``r <- r * (4/3 - ((x/3) r) r^2)``: 2^-31.5.
-   Multiplying ``(x/3) r`` first keeps every product normal up to the largest
-   float64, so only tiny inputs need rescaling.
+   32 bits of the pattern, about 3.5 % relative error), then
+   ``r = r0 (1 + e Q(e))`` with ``e = x r0^3 - 1`` and ``1 + e Q(e)`` the
+   minimax polynomial of degree 6 of ``(1 + e)^(-1/3)``: 2^-32.2. The
+   products ``x r0`` and ``r0^2`` stay normal up to the largest float64, so
+   only tiny inputs need rescaling.
 2. ``y0 = x r^2`` and the residual ``x - y0^3`` computed almost exactly: with
    ``a + b = y0*y0`` exactly (one ``fma``), ``x - y0*a`` is exact before its one
    rounding and ``y0*b`` is folded in by one more ``fma`` (error 2^-80.8 x).
@@ -27,10 +28,12 @@ docs/mathematics.md, "Correct rounding in float64"):
    the exact relation ``r^2 = y0 / x`` (up to one rounding), whatever r's error.
 4. The rounding test: ``y0 + (c + tol)`` and ``y0 + (c - tol)`` rounded, with
    ``tol = 2^-77 y0``; if they agree, that is the correctly rounded root. If
-   not (about one input in 10^7), :func:`cube_root_f64_fast` says the lane is
-   hard, and :func:`cube_root_f64_exact` decides between ``y0 + c`` rounded and
-   its neighbour by the exact sign of ``x - m^3`` at their midpoint, in
-   integers (:mod:`cbrtgrad.kernels.exact_rounding`).
+   not (about one input in 10^7), :func:`cube_root_f64_fast` (or, for a
+   block with no zero, inf, nan or tiny input, :func:`cube_root_f64_plain`,
+   the same arithmetic without their selects) says the lane is hard, and
+   :func:`cube_root_f64_exact` decides between ``y0 + c`` rounded and its
+   neighbour by the exact sign of ``x - m^3`` at their midpoint, in integers
+   (:mod:`cbrtgrad.kernels.exact_rounding`).
 
 float32, correctly rounded for every input (checked exhaustively, all 2^32):
 
@@ -108,6 +111,7 @@ _QUIET64 = np.int64(1 << 51)
 # test uses 2^-77, with room for the roundings of c +- tolerance: lanes whose
 # root may lie that close to a midpoint go to the exact path.
 _ROUNDING_TOLERANCE = 2.0**-77
+_TOLERANCE_EXPONENT = np.int64(77 << 52)
 # The gradient's refined path runs for 2^-400 <= |y| < 2^400, its rounding
 # test for 2^-968 <= |g| and 2^-968 <= |q| < 2^1020: there the residual and
 # the correction t (about 2^-53 q) keep 2^-101 |q| of absolute precision (a
@@ -124,13 +128,22 @@ _GRAD_TOLERANCE = 2.0**-98
 # NOTE: the trick runs on the high 32 bits of the pattern (sign, exponent and
 # 20 significand bits): AVX2 has no packed int64 <-> float64 conversion (that
 # is AVX-512DQ; LLVM turns each one into a scalar conversion per lane), and
-# floor(h / 3) = (h * 0xAAAAAAAB) >> 33 for every h < 2^32 is one 32 x 32 ->
-# 64 bit multiply (vpmuludq). The magic's high 32 bits are Moroz et al.'s;
-# its low 32 bits are zero, so that their low word is the multiply's bits.
-# Together the two move the guess by under 2^-19 relative: |r0 z - 1| stays
-# below 0.0343 (measured over 2^21 patterns of every binade).
+# floor(h / 3) is the high word of h * 0x55555556 (the signed-division
+# multiplier, exact for every h < 2^31: checked for all of them), one
+# 32 x 32 -> 64 bit multiply (vpmuludq) with no shift after it. The magic's
+# high 32 bits are Moroz et al.'s; its low 32 bits are zero, so that their
+# low word is the product's low word. Together the two move the guess by
+# under 2^-19 relative: e = x r0^3 - 1 lies in [-0.09925, 0.10628], so
+# |r0 z - 1| < 0.0343, for every positive normal float64
+# (tools/fit_cbrt_f64_inverse.py range).
 _INV_CBRT_MAGIC64 = np.uint64(0x553EF0FF << 32)
-_DIV3_MAGIC = np.uint64(0xAAAAAAAB)
+_DIV3_MAGIC = np.uint64(0x55555556)
+
+# The float64 fast path's plain inputs, 2^-800 <= |x| < inf, as the least and
+# the first excluded bit pattern of |x|: a block of nothing else takes
+# cube_root_f64_plain (kernels/cpu.py: forward_block_f64).
+PLAIN_F64_LOWEST = _TINY64
+PLAIN_F64_BEYOND = _INF64
 
 # float32 bit patterns
 _SIGN32 = np.int32(-0x80000000)
@@ -176,7 +189,20 @@ _P1 = -1.7882853863052686
 _P2 = 0.5608163297178594
 
 _THIRD = 1.0 / 3.0
-_FOUR_THIRDS = 4.0 / 3.0
+# 1 + e Q(e), the minimax polynomial of (1 + e)^(-1/3) in relative error on
+# -0.0993 <= e <= 0.1064, where e = a r0^3 - 1 lies for every positive normal
+# float64 ([-0.099245, 0.106279] with the bit trick above): its error is at
+# most 2^-32.24 there, and the proof needs 2^-31.5 (docs/mathematics.md).
+# NOTE: one polynomial instead of Newton steps: three steps cost 13
+# multiplies and fmas per element, this 10, and the AVX-512 loop is bound by
+# its multiply pipes (docs/kernels.md, "Measured choices").
+# Fitted by tools/fit_cbrt_f64_inverse.py (which rechecks that error with mpmath).
+_Q0 = -0.3333333452215546
+_Q1 = 0.22222216593348892
+_Q2 = -0.17283007088614413
+_Q3 = 0.14404979471316054
+_Q4 = -0.12665922086428433
+_Q5 = 0.11055036078836863
 
 
 def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> SimpleNamespace:
@@ -216,21 +242,28 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
     i32_as_f32 = prims.i32_as_f32
 
     @jit
-    def inverse_cbrt_f64(ax):  # type: ignore[no-untyped-def]
-        # |ax^(1/3) r - 1| <= 2^-31 for normal, positive, finite ax (in range
-        # where ax r^3 stays normal).
-        # floor(high / 3) lands in the high 32 bits of the pattern; the low
-        # 32 bits get the multiply's remainder bits, which move r by under
-        # 2^-20 (relative) and save the mask that would clear them.
+    def inverse_cbrt_guess_f64(ax):  # type: ignore[no-untyped-def]
+        # The bit trick: |ax^(1/3) r0 - 1| <= 0.0343 for normal, positive,
+        # finite ax. floor(high / 3) lands in the high 32 bits of the
+        # product; its low 32 bits (the multiply's remainder bits) move r0
+        # by under 2^-20 (relative) and save the mask that would clear them.
         high = np.uint64(f64_as_i64(ax)) >> np.uint64(32)
-        third = (high * _DIV3_MAGIC) >> np.uint64(1)
-        r = i64_as_f64(np.int64(_INV_CBRT_MAGIC64 - third))
-        ax3 = ax * _THIRD
-        # (ax/3 r) r^2, not ax/3 r^3: r^3 is subnormal for |x| near 2^1024.
-        r = r * fma(-(ax3 * r), r * r, _FOUR_THIRDS)
-        r = r * fma(-(ax3 * r), r * r, _FOUR_THIRDS)
-        r = r * fma(-(ax3 * r), r * r, _FOUR_THIRDS)
-        return r
+        return i64_as_f64(np.int64(_INV_CBRT_MAGIC64 - high * _DIV3_MAGIC))
+
+    @jit
+    def inverse_cbrt_f64(ax):  # type: ignore[no-untyped-def]
+        # |ax^(1/3) r - 1| <= 2^-32 for normal, positive, finite ax:
+        # r = r0 (1 + e)^(-1/3) with e = ax r0^3 - 1, the factor a minimax
+        # polynomial 1 + e Q(e) (see the coefficients' NOTE). ax r0 and r0^2
+        # stay normal up to the largest float64: no rescaling.
+        r = inverse_cbrt_guess_f64(ax)
+        e = fma(ax * r, r * r, -1.0)
+        q = fma(e, _Q5, _Q4)
+        q = fma(e, q, _Q3)
+        q = fma(e, q, _Q2)
+        q = fma(e, q, _Q1)
+        q = fma(e, q, _Q0)
+        return fma(r * e, q, r)
 
     @jit
     def scaled_input_f64(x):  # type: ignore[no-untyped-def]
@@ -256,7 +289,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
     @jit
     def cube_root_parts_f64(ax):  # type: ignore[no-untyped-def]
         # y0 + c = cbrt(ax) within 2^-79.8 relative (docs/mathematics.md):
-        # y0 = ax r^2 from r within 2^-31 of ax^(-1/3), the residual
+        # y0 = ax r^2 from r within 2^-32 of ax^(-1/3), the residual
         # ax - y0^3 almost exactly (a + b = y0^2 exactly, ax - y0 a exact
         # inside the fma), and the Halley-order correction c = t + 2 t^2 r
         # with t = residual r^2 / 3.
@@ -298,13 +331,15 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # scaling would cost every lane about 7 vector operations here.
         ax = 1.0 if unusual else i64_as_f64(iax)
         y0, c = cube_root_parts_f64(ax)
-        # The root lies in [y0 + c - tol, y0 + c + tol]; if both ends round
-        # to the same double, so does the root (rounding is monotonic).
+        # The root lies in [y0 + c - tol y0, y0 + c + tol y0]; if both ends
+        # round to the same double, so does the root (rounding is monotonic).
+        # c +- tol y0 in one fma each: the product is exact (a power of two
+        # times y0), so this is the rounding of c +- tol y0 the proof counts.
         # The tiny lanes get a tolerance of 1.0 (their operand is 1.0), which
         # makes them fail the test: one select rather than a flag of their own.
-        tol = y0 * (1.0 if unusual ^ special else _ROUNDING_TOLERANCE)
-        up = y0 + (c + tol)
-        down = y0 + (c - tol)
+        tol = 1.0 if unusual ^ special else _ROUNDING_TOLERANCE
+        up = y0 + fma(y0, tol, c)
+        down = y0 + fma(-y0, tol, c)
         # NOTE: hard is the xor of the two patterns (nonzero when they
         # differ), a 64-bit lane like the data: a loop or-ing it up needs no
         # packing of compare masks (measured, docs/kernels.md).
@@ -313,6 +348,22 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         quiet = _QUIET64 if iax > _INF64 else np.int64(0)
         iy = (iax | quiet) if special else f64_as_i64(up)
         return i64_as_f64(iy | sign), hard
+
+    @jit
+    def cube_root_f64_plain(x):  # type: ignore[no-untyped-def]
+        # cube_root_f64_fast for 2^-800 <= |x| < inf only (the vector loops
+        # check a block for other inputs first): the same arithmetic, the
+        # same bits, without the selects for the specials and tiny inputs.
+        ix = f64_as_i64(x)
+        sign = ix & _SIGN64
+        y0, c = cube_root_parts_f64(i64_as_f64(ix ^ sign))
+        # 2^-77 y0 by the exponent field, exactly (y0 >= 2^-267 here): an
+        # integer operation, off the multiply pipes that bound this loop.
+        tol = i64_as_f64(f64_as_i64(y0) - _TOLERANCE_EXPONENT)
+        up = y0 + (c + tol)
+        down = y0 + (c - tol)
+        iy = f64_as_i64(up)
+        return i64_as_f64(iy | sign), iy ^ f64_as_i64(down)
 
     @jit
     def cube_root_f64_exact(x):  # type: ignore[no-untyped-def]
@@ -537,11 +588,13 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         return result, midpoint
 
     return SimpleNamespace(
+        inverse_cbrt_guess_f64=inverse_cbrt_guess_f64,
         inverse_cbrt_f64=inverse_cbrt_f64,
         inverse_cbrt_f32=inverse_cbrt_f32,
         cube_root_f64=cube_root_f64,
         cube_root_f64_fast=cube_root_f64_fast,
         cube_root_f64_exact=cube_root_f64_exact,
+        cube_root_f64_plain=cube_root_f64_plain,
         cube_root_f32=cube_root_f32,
         cube_root_grad_f64=cube_root_grad_f64,
         grad_parts_f64=grad_parts_f64,
