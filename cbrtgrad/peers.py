@@ -4,26 +4,36 @@ The peers are what cbrtgrad's forward kernel is measured against in
 ``cbrtgrad bench --peers``: other vectorised cube roots a user could call
 instead, each with its documented accuracy.
 
-- glibc's libmvec, AVX2 variants ``_ZGVdN4v_cbrt`` (4 doubles) and
-  ``_ZGVdN8v_cbrtf`` (8 floats), in ``libmvec.so.1`` (glibc 2.35 and later).
+- glibc's libmvec, in ``libmvec.so.1`` (glibc 2.35 and later): on AVX2
+  hosts ``_ZGVdN4v_cbrt`` (4 doubles) and ``_ZGVdN8v_cbrtf`` (8 floats), on
+  AVX-512 hosts ``_ZGVeN8v_cbrt`` and ``_ZGVeN16v_cbrtf`` (:data:`ENTRY_POINTS`).
   glibc documents libmvec as tested to a 4-ulp maximum error; its
   ``libm-test-ulps`` for x86_64 lists 1 and 2 ulp, but those are the largest
   errors on glibc's own fixed test inputs, not bounds (1.48 and 2.74 ulp are
   reached on random inputs).
 - SLEEF's ``Sleef_cbrtd4_u10avx2`` and ``Sleef_cbrtf8_u10avx2`` (1.0 ulp),
-  in ``libsleef.so.3`` (Debian ``libsleef3``/``libsleef-dev``).
+  or ``Sleef_cbrtd8_u10avx512f`` and ``Sleef_cbrtf16_u10avx512f`` on AVX-512
+  hosts, in ``libsleef.so.3`` (Debian ``libsleef3``/``libsleef-dev``).
 - ``jax.numpy.cbrt`` on XLA's CPU backend, jitted, where jax is importable
   (the ``bench`` extra); no ulp bound is documented for it.
+- ``numpy.cbrt`` where numpy runs Intel's SVML loop for it (x86-64 Linux
+  builds, on CPUs with AVX-512 (numpy's ``AVX512_SKX``): the float64 loop is
+  SVML's high-accuracy variant, the float32 one its low-accuracy variant);
+  elsewhere ``np.cbrt`` is the platform's scalar libm, no vectorised peer,
+  and absent. numpy documents no ulp bound for it.
 
 NOTE: libmvec and SLEEF functions take and return a whole vector register
-(``ymm0``: the x86 vector function ABI), so ``ctypes`` cannot call them. They
-are called from numba instead: the library is loaded into the process with
+(``ymm0``, or ``zmm0`` for the AVX-512 variants: the x86 vector function
+ABI), so ``ctypes`` cannot call them. They are called from numba instead:
+the library is loaded into the process with
 ``llvmlite.binding.load_library_permanently`` (which is also where the JIT
 resolves symbols), and an ``@intrinsic`` declares
 ``<4 x double> @_ZGVdN4v_cbrt(<4 x double>)`` and calls it on a vector load
-from the array. The numba function is compiled for the host CPU, so LLVM
-passes that vector in ``ymm0`` as the callee expects, on AVX2 hosts only;
-elsewhere the peer is absent.
+from the array. The numba function is compiled for the host CPU (and, for
+the 512-bit variants, with 512-bit vectors preferred, without which LLVM's
+tuning for Intel's AVX-512 CPUs would pass a 512-bit vector as two 256-bit
+halves), so LLVM passes that vector in the register the callee expects; on
+hosts without AVX2 the peer is absent.
 
 This module is imported only by :mod:`cbrtgrad.benchmarking` when it measures
 the peers (``cbrtgrad bench --peers``), never by ``import cbrtgrad``.
@@ -36,18 +46,34 @@ import importlib.util
 import math
 import platform
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ._compile import preferred_vector_width
 from ._isa import host_isa
 
 #: Shared libraries to try, in order, by what ``dlopen`` accepts.
 LIBMVEC = ("libmvec.so.1",)
 LIBSLEEF = ("libsleef.so.3", "libsleef.so")
 SLEEF_HINT = "Debian and Ubuntu: apt-get install libsleef3"
+
+#: The vector entry points called on each x86 vector ISA, per library and
+#: dtype: (symbol, lanes). An AVX-512 host gets the 512-bit ones, which a
+#: user there would call.
+ENTRY_POINTS: dict[tuple[str, str, str], tuple[str, int]] = {
+    ("AVX2", "libmvec", "float64"): ("_ZGVdN4v_cbrt", 4),
+    ("AVX2", "libmvec", "float32"): ("_ZGVdN8v_cbrtf", 8),
+    ("AVX2", "sleef", "float64"): ("Sleef_cbrtd4_u10avx2", 4),
+    ("AVX2", "sleef", "float32"): ("Sleef_cbrtf8_u10avx2", 8),
+    ("AVX-512", "libmvec", "float64"): ("_ZGVeN8v_cbrt", 8),
+    ("AVX-512", "libmvec", "float32"): ("_ZGVeN16v_cbrtf", 16),
+    ("AVX-512", "sleef", "float64"): ("Sleef_cbrtd8_u10avx512f", 8),
+    ("AVX-512", "sleef", "float32"): ("Sleef_cbrtf16_u10avx512f", 16),
+}
 
 
 class PeerUnavailable(RuntimeError):
@@ -191,7 +217,6 @@ def _vector_kernel(symbol: str, lanes: int, dtype: np.dtype) -> Callable[..., No
 
         return types.void(src, dst, start), codegen
 
-    @njit(nogil=True)
     def apply(x, out):  # type: ignore[no-untyped-def]
         n = x.size
         full = n - n % lanes
@@ -208,7 +233,13 @@ def _vector_kernel(symbol: str, lanes: int, dtype: np.dtype) -> Callable[..., No
             for j in range(n - full):
                 out[full + j] = res[j]
 
-    return apply  # type: ignore[no-any-return]
+    bits = lanes * element.bitwidth
+    signature = types.void(element[::1], element[::1])
+    # NOTE: compiled eagerly for its one signature inside the width context:
+    # a 512-bit vector argument stays one zmm register only where the caller
+    # prefers 512-bit vectors (see the module's NOTE).
+    with preferred_vector_width(bits):
+        return njit(signature, nogil=True)(apply)  # type: ignore[no-any-return]
 
 
 @functools.cache
@@ -331,22 +362,68 @@ def _jax_peer(dtype: np.dtype) -> Peer:
 # -- the list -------------------------------------------------------------------------
 
 
+# -- numpy's SVML loop ---------------------------------------------------------------
+
+
+def numpy_uses_svml() -> tuple[bool, str]:
+    """Whether ``np.cbrt`` runs Intel's SVML loop here, and why not if it does not.
+
+    numpy's x86-64 Linux builds carry SVML and dispatch to it at run time on
+    CPUs with its ``AVX512_SKX`` feature group; everywhere else ``np.cbrt``
+    calls the platform's scalar libm.
+
+    Examples
+    --------
+    >>> uses, why = numpy_uses_svml()
+    >>> uses == (why == "")
+    True
+    """
+    from numpy._core._multiarray_umath import __cpu_features__ as features
+
+    if platform.machine().lower() not in ("x86_64", "amd64") or not sys.platform.startswith(
+        "linux"
+    ):
+        return (
+            False,
+            f"numpy has SVML on x86-64 Linux only (this is {sys.platform}, {platform.machine()})",
+        )
+    if not features.get("AVX512_SKX", False):
+        return False, "np.cbrt is scalar libm here: numpy runs SVML only on AVX-512 (AVX512_SKX)"
+    return True, ""
+
+
+def _numpy_peer(dtype: np.dtype) -> Peer:
+    name, library, symbol = "numpy", f"numpy {np.__version__}", "np.cbrt"
+    uses, reason = numpy_uses_svml()
+    if not uses:
+        return Peer(name, dtype, library, symbol, None, False, reason, _absent_call(reason))
+
+    def f(x: np.ndarray, out: np.ndarray) -> None:
+        _check_arrays(x, out, dtype)
+        np.cbrt(x, out=out)
+
+    return Peer(name, dtype, f"{library} (Intel SVML)", symbol, None, True, "", f)
+
+
+# -- the list -------------------------------------------------------------------------
+
+
+def _entry_point(library: str, dtype: np.dtype) -> tuple[str, int]:
+    # The host's ISA picks the variant; hosts without AVX2 keep the AVX2
+    # names, for the reason their absent rows give.
+    isa = "AVX-512" if host_isa().name == "AVX-512" else "AVX2"
+    return ENTRY_POINTS[(isa, library, str(dtype))]
+
+
 @functools.cache
 def _peers_of(dtype: np.dtype) -> tuple[Peer, ...]:
-    if dtype == np.float64:
-        return (
-            _vector_peer("glibc libmvec", LIBMVEC, "_ZGVdN4v_cbrt", 4, dtype, 4.0, False),
-            _vector_peer(
-                "SLEEF u10", LIBSLEEF, "Sleef_cbrtd4_u10avx2", 4, dtype, 1.0, True, SLEEF_HINT
-            ),
-            _jax_peer(dtype),
-        )
+    mvec, mvec_lanes = _entry_point("libmvec", dtype)
+    sleef, sleef_lanes = _entry_point("sleef", dtype)
     return (
-        _vector_peer("glibc libmvec", LIBMVEC, "_ZGVdN8v_cbrtf", 8, dtype, 4.0, False),
-        _vector_peer(
-            "SLEEF u10", LIBSLEEF, "Sleef_cbrtf8_u10avx2", 8, dtype, 1.0, True, SLEEF_HINT
-        ),
+        _vector_peer("glibc libmvec", LIBMVEC, mvec, mvec_lanes, dtype, 4.0, False),
+        _vector_peer("SLEEF u10", LIBSLEEF, sleef, sleef_lanes, dtype, 1.0, True, SLEEF_HINT),
         _jax_peer(dtype),
+        _numpy_peer(dtype),
     )
 
 
@@ -364,8 +441,8 @@ def find_peers(*dtypes: Any) -> list[Peer]:
     Returns
     -------
     list of Peer
-        In a fixed order per dtype: libmvec, SLEEF, jax. Absent peers are in
-        the list too, with ``available`` False and the ``reason``.
+        In a fixed order per dtype: libmvec, SLEEF, jax, numpy. Absent peers
+        are in the list too, with ``available`` False and the ``reason``.
 
     Raises
     ------
@@ -376,7 +453,7 @@ def find_peers(*dtypes: Any) -> list[Peer]:
     --------
     >>> import numpy as np
     >>> [p.name for p in find_peers(np.float64)]
-    ['glibc libmvec', 'SLEEF u10', 'jax']
+    ['glibc libmvec', 'SLEEF u10', 'jax', 'numpy']
     >>> all(p.available == (p.reason == "") for p in find_peers())
     True
     >>> x = np.array([8.0, -27.0, 0.125])

@@ -18,7 +18,7 @@ from cbrtgrad import benchmarking, cli, peers
 from cbrtgrad._isa import HostIsa, host_isa
 from cbrtgrad.verification import cases, ulp
 
-NAMES = ("glibc libmvec", "SLEEF u10", "jax")
+NAMES = ("glibc libmvec", "SLEEF u10", "jax", "numpy")
 PEER_CASES = [
     pytest.param(np.dtype(dtype), name, id=f"{name}-{np.dtype(dtype)}")
     for dtype in (np.float32, np.float64)
@@ -135,6 +135,33 @@ def test_a_host_without_avx2_has_no_vector_peers(monkeypatch):
     )
     assert not peer.available
     assert "AVX2" in peer.reason or "x86-64 only" in peer.reason
+
+
+@pytest.mark.parametrize("isa", ["AVX2", "AVX-512"])
+def test_entry_points_follow_the_hosts_vector_isa(monkeypatch, isa):
+    # An AVX-512 host measures the 512-bit variants, which a user there calls;
+    # every other host the AVX2 ones (absent where there is no AVX2).
+    host = HostIsa("test", "test CPU", isa, 512 if isa == "AVX-512" else 256, True, True)
+    monkeypatch.setattr(peers, "host_isa", lambda: host)
+    symbol, lanes = peers._entry_point("libmvec", np.dtype(np.float64))
+    assert (symbol, lanes) == (("_ZGVeN8v_cbrt", 8) if isa == "AVX-512" else ("_ZGVdN4v_cbrt", 4))
+    symbol, lanes = peers._entry_point("sleef", np.dtype(np.float32))
+    assert lanes * 32 == host.vector_bits and symbol.startswith("Sleef_cbrtf")
+
+
+def test_numpy_peer_is_svml_where_numpy_runs_it(monkeypatch):
+    from numpy._core._multiarray_umath import __cpu_features__
+
+    uses, reason = peers.numpy_uses_svml()
+    for dtype in (np.float32, np.float64):
+        (peer,) = [p for p in peers.find_peers(dtype) if p.name == "numpy"]
+        assert peer.available == uses and peer.reason == reason
+        if uses:
+            x = cases.bench_inputs(np.dtype(dtype), 1000, seed=15)
+            assert np.array_equal(_call(peer, x), np.cbrt(x))
+    monkeypatch.setitem(__cpu_features__, "AVX512_SKX", False)
+    uses, reason = peers.numpy_uses_svml()
+    assert not uses and ("scalar libm" in reason or "x86-64 Linux only" in reason)
 
 
 def test_jax_not_installed_is_absent(monkeypatch):
