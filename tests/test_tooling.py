@@ -117,6 +117,7 @@ def test_float64_inverse_polynomial_is_the_fit_the_kernel_uses():
         tool.fit(0.1, -0.1)
 
 
+@pytest.mark.slow
 def test_float64_bit_trick_range_covers_every_float64():
     # The range the polynomial is fitted on holds e = a r0^3 - 1 for every
     # positive normal float64 (2^31 high words, both ends of each; 7 s).
