@@ -123,3 +123,20 @@ def test_float64_bit_trick_range_covers_every_float64():
     # positive normal float64 (2^31 high words, both ends of each; 7 s).
     lo, hi = _load_tool("fit_cbrt_f64_inverse").e_range()
     assert -0.0993 < lo < -0.099 and 0.106 < hi < 0.1064
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["no-such-ref-cbrtgrad"],
+        ["HEAD", "--rounds", "0"],
+        ["HEAD", "--sizes", "0"],
+        ["HEAD", "--dtypes", "float16"],
+    ],
+)
+def test_compare_tool_rejects_bad_arguments_before_compiling(argv, capsys):
+    tool = _load_tool("compare_kernels_with_commit")
+    with pytest.raises(SystemExit) as exit_info:
+        tool.main(argv)
+    assert exit_info.value.code == 2
+    assert "error:" in capsys.readouterr().err

@@ -49,15 +49,22 @@ from cbrtgrad.verification import cases
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def load_package_at(ref: str, into: Path) -> Any:
-    """Import the ``cbrtgrad`` package of commit ``ref`` as ``cbrtgrad_at_<sha>``."""
-    sha = subprocess.run(
-        ["git", "rev-parse", "--short", f"{ref}^{{commit}}"],
+def resolve(ref: str) -> str:
+    """The short hash of commit ``ref`` of this repository; ValueError if there is none."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", "--short", f"{ref}^{{commit}}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout.strip()
+    )
+    if done.returncode != 0 or not done.stdout.strip():
+        raise ValueError(f"ref: {ref!r} is not a commit of this repository")
+    return done.stdout.strip()
+
+
+def load_package_at(ref: str, into: Path) -> Any:
+    """Import the ``cbrtgrad`` package of commit ``ref`` as ``cbrtgrad_at_<sha>``."""
+    sha = resolve(ref)
     name = f"cbrtgrad_at_{sha}"
     archive = subprocess.run(
         ["git", "archive", "--format=tar", sha, "cbrtgrad"],
@@ -88,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     for d in args.dtypes:
         if d not in ("float32", "float64"):
             parser.error(f"--dtypes: float32 or float64, got {d!r}")
+    try:
+        resolve(args.ref)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     with tempfile.TemporaryDirectory() as tmp:
         old_cpu, sha = load_package_at(args.ref, Path(tmp))
