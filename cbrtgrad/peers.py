@@ -359,9 +359,6 @@ def _jax_peer(dtype: np.dtype) -> Peer:
     return Peer(name, dtype, library, symbol, None, True, "", f, prepare, threads)
 
 
-# -- the list -------------------------------------------------------------------------
-
-
 # -- numpy's SVML loop ---------------------------------------------------------------
 
 

@@ -26,7 +26,7 @@ from numba.extending import overload
 
 from .. import _compile
 from ._primitives import CPU_PRIMITIVES, f64_as_i64
-from .formulas import PLAIN_F64_BEYOND, PLAIN_F64_LOWEST, make_formulas
+from .formulas import MAGNITUDE_MASK64, PLAIN_F64_BEYOND, PLAIN_F64_LOWEST, make_formulas
 from .ufunc_loops import make_block_ufunc
 
 FORMULAS = make_formulas(CPU_PRIMITIVES, numba.njit(**_compile.SCALAR_OPTIONS))
@@ -137,18 +137,16 @@ def _first_pass_f64(formula: Any) -> Any:
 _fast_pass_f64 = _first_pass_f64(_cube_root_f64_fast)
 _plain_pass_f64 = _first_pass_f64(_cube_root_f64_plain)
 
-_MAGNITUDE64 = np.int64(0x7FFFFFFFFFFFFFFF)
-
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
 def _is_plain_f64(x):  # type: ignore[no-untyped-def]
     # Whether every |x| of the block lies in [2^-800, inf): the least and the
     # largest bit pattern of |x| (nans' lie above inf's), as integer min/max
     # reductions (one instruction each on AVX-512, compare and blend on AVX2).
-    lowest = _MAGNITUDE64
+    lowest = MAGNITUDE_MASK64
     highest = np.int64(0)
     for i in range(x.shape[0]):
-        pattern = f64_as_i64(x[i]) & _MAGNITUDE64
+        pattern = f64_as_i64(x[i]) & MAGNITUDE_MASK64
         lowest = min(lowest, pattern)
         highest = max(highest, pattern)
     return lowest >= PLAIN_F64_LOWEST and highest < PLAIN_F64_BEYOND

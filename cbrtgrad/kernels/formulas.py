@@ -144,6 +144,7 @@ _DIV3_MAGIC = np.uint64(0x55555556)
 # cube_root_f64_plain (kernels/cpu.py: forward_block_f64).
 PLAIN_F64_LOWEST = _TINY64
 PLAIN_F64_BEYOND = _INF64
+MAGNITUDE_MASK64 = _ABS64
 
 # float32 bit patterns
 _SIGN32 = np.int32(-0x80000000)
