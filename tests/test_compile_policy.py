@@ -43,6 +43,16 @@ ufuncs()
 numba.vectorize(["float64(float64)"])(lambda v: v * 3.0 + 1.0)
 """
 
+_ASM_OF_THE_FLOAT64_LOOPS = """
+import numpy as np
+from cbrtgrad.kernels import cpu
+from cbrtgrad.kernels.ufunc_loops import make_block_ufunc
+f64 = np.dtype(np.float64)
+shape = cpu.ufunc_loop_shape
+make_block_ufunc("f", "", 1, {f64: cpu.forward_block_f64}, {f64: shape("float64")})
+make_block_ufunc("g", "", 2, {f64: cpu.grad_block}, {f64: shape("float64", "gradient")})
+"""
+
 _USER_LOOP_ALONE = """
 import numba
 numba.vectorize(["float64(float64)"])(lambda v: v * 3.0 + 1.0)
@@ -100,11 +110,15 @@ def test_kernels_use_512_bit_vectors_and_other_numba_code_keeps_its_default():
 
 @pytest.mark.skipif(not _has_avx512(), reason="needs an AVX-512 CPU")
 def test_vector_width_256_makes_the_float64_loops_256_bit():
-    wrappers = _wrapper_asm({"CBRTGRAD_VECTOR_WIDTH": "256"})
-    # The float64 loops (second and fourth) are 256-bit.
-    # NOTE: the float32 loops use zmm whatever the setting: LLVM picks
-    # 8 lanes from the float32 width, and their float64 arithmetic fills zmm.
-    for text in (wrappers[1], wrappers[3]):
+    # The float64 loops alone, with the shapes the ufuncs get (compiling the
+    # float32 ones too would double the cost of this test). NOTE: the float32
+    # loops use zmm whatever the setting: LLVM picks 8 lanes from the float32
+    # width, and their float64 arithmetic fills zmm.
+    env = (("CBRTGRAD_VECTOR_WIDTH", "256"),)
+    sections = _assembly(env, _ASM_OF_THE_FLOAT64_LOOPS)
+    loops = [s for s in sections if s.startswith(("_unary_loop.<locals>.loop", "_binary_loop"))]
+    assert len(loops) == 2
+    for text in loops:
         assert re.search(r"%ymm\d+", text) and not re.search(r"%zmm\d+", text)
 
 
