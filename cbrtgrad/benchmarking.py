@@ -1,10 +1,11 @@
 """``cbrtgrad bench``: throughput against anchors measured in the same run.
 
-Every figure comes from :func:`best_time`, the one timer of the package
-(``timeit``'s autorange and repeat): the best of ``repeat`` measurements
-(the least disturbed by other work on a shared machine), per call, in ns per
-element; and every claim is a ratio against an anchor timed in the same
-process a moment before: ``np.cbrt``, ``scipy.special.cbrt``, the numpy
+Every figure comes from :func:`best_time` or :func:`best_times`, the
+package's timers (``timeit``'s autorange and repeat): the best of ``repeat``
+measurements (the least disturbed by other work on a shared machine), per
+call, in ns per element; and every claim is a ratio against an anchor timed
+in the same process, its measurements in turns with cbrtgrad's
+(:func:`best_times`): ``np.cbrt``, ``scipy.special.cbrt``, the numpy
 gradient expression and a memory copy moving the same bytes.
 """
 
@@ -14,7 +15,7 @@ import functools
 import gc
 import time
 import timeit
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 
@@ -65,7 +66,8 @@ def best_time(
 ) -> float:
     """Seconds per call of ``func``: the best of ``repeat`` measurements (``timeit``).
 
-    The package's one timer. ``number`` calls make one measurement; by
+    The package's timer (:func:`best_times` takes several functions' in
+    turns). ``number`` calls make one measurement; by
     default :meth:`timeit.Timer.autorange` picks it, the fewest of 1, 2, 5,
     10, 20, ... that last :data:`MEASUREMENT_SECONDS`, and its first call is
     the warm-up (compilation, caches); with ``number`` given, one
@@ -115,6 +117,65 @@ def best_time(
     return min(timer.repeat(repeat=repeat, number=number)) / number
 
 
+def best_times(functions: Sequence[Callable[[], Any]], repeat: int) -> list[float]:
+    """Seconds per call of each function, their measurements taken in turns.
+
+    :func:`best_time` for several functions at once: each function's
+    ``number`` of calls per measurement is found as there (autorange, which
+    is also its warm-up), then ``repeat`` rounds each make one measurement
+    of every function, in order, and each function keeps its best. A ratio
+    of two results is thereby taken from the same stretches of time: on a
+    shared machine a slow spell during the measurements of one function
+    alone would bias it (measured: ``cbrtgrad bench``'s float64 forward
+    against ``np.cbrt`` moved between 0.92x and 1.16x from run to run when
+    each was timed in one stretch).
+
+    Parameters
+    ----------
+    functions : sequence of callables
+        Each called with no arguments; at least one.
+    repeat : int
+        Rounds (>= 1).
+
+    Returns
+    -------
+    list of float
+        Per function, in order, its best measurement divided by its number
+        of calls.
+
+    Examples
+    --------
+    >>> fast, slow = best_times([lambda: None, lambda: sum(range(1000))], 3)
+    >>> 0.0 <= fast < slow
+    True
+    """
+    functions = list(functions)
+    if not functions:
+        raise ValueError("functions: expected at least one callable, got none")
+    for index, func in enumerate(functions):
+        if not callable(func):
+            raise TypeError(f"functions[{index}]: expected a callable, got {type(func).__name__}")
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat: expected an integer >= 1, got {repeat!r}")
+    timers = []
+    numbers = []
+    for func in functions:
+        # NOTE: timeit.Timer.timeit turns the garbage collector off for its
+        # measurement; the setup turns it back on, as in best_time.
+        timer = timeit.Timer(func, setup=gc.enable)
+        try:
+            number = timer.autorange(_stop_at_measurement_seconds)[0]
+        except _Enough as enough:
+            number = int(enough.args[0])
+        timers.append(timer)
+        numbers.append(number)
+    best = [float("inf")] * len(functions)
+    for _ in range(repeat):
+        for index, (timer, number) in enumerate(zip(timers, numbers, strict=True)):
+            best[index] = min(best[index], timer.timeit(number) / number)
+    return best
+
+
 def _row(
     kernel: str, backend: str, x: np.ndarray, ours: float, anchor: str, theirs: float
 ) -> BenchRow:
@@ -128,20 +189,22 @@ def forward_rows(dtype: np.dtype, n: int, repeat: int, backend: str = "cpu") -> 
     """Forward cube root against ``np.cbrt``, ``scipy.special.cbrt`` and a copy."""
     x = cases.bench_inputs(dtype, n, seed=1)
     out = np.empty_like(x)
-    ours = best_time(lambda: api.cbrt(x, out=out, backend=backend), repeat)
-    rows = [
-        _row("cbrt", backend, x, ours, "np.cbrt", best_time(lambda: np.cbrt(x, out=out), repeat)),
-        _row(
-            "cbrt",
-            backend,
-            x,
-            ours,
-            "scipy.special.cbrt",
-            best_time(lambda: scipy.special.cbrt(x, out=out), max(3, repeat // 4)),
-        ),
-        _row("cbrt", backend, x, ours, "copy", best_time(lambda: np.copyto(out, x), repeat)),
+    ours, numpy_cbrt, copy = best_times(
+        [
+            lambda: api.cbrt(x, out=out, backend=backend),
+            lambda: np.cbrt(x, out=out),
+            lambda: np.copyto(out, x),
+        ],
+        repeat,
+    )
+    # scipy's loop is about 25x slower than the others: timed on its own,
+    # with fewer measurements, a slow spell moves its ratio little.
+    scipy_cbrt = best_time(lambda: scipy.special.cbrt(x, out=out), max(3, repeat // 4))
+    return [
+        _row("cbrt", backend, x, ours, "np.cbrt", numpy_cbrt),
+        _row("cbrt", backend, x, ours, "scipy.special.cbrt", scipy_cbrt),
+        _row("cbrt", backend, x, ours, "copy", copy),
     ]
-    return rows
 
 
 def grad_rows(dtype: np.dtype, n: int, repeat: int, backend: str = "cpu") -> list[BenchRow]:
@@ -154,12 +217,17 @@ def grad_rows(dtype: np.dtype, n: int, repeat: int, backend: str = "cpu") -> lis
     y = np.cbrt(cases.bench_inputs(dtype, n, seed=2)).astype(dtype)
     g = np.ones_like(y)
     out = np.empty_like(y)
-    with np.errstate(all="ignore"):
-        ours = best_time(lambda: api.cbrt_grad(g, y, out=out, backend=backend), repeat)
-        numpy_expr = best_time(lambda: np.divide(g, 3 * y * y, out=out), repeat)
     src = np.empty(n + n // 2, dtype)
     dst = np.empty_like(src)
-    copy = best_time(lambda: np.copyto(dst, src), repeat)
+    with np.errstate(all="ignore"):
+        ours, numpy_expr, copy = best_times(
+            [
+                lambda: api.cbrt_grad(g, y, out=out, backend=backend),
+                lambda: np.divide(g, 3 * y * y, out=out),
+                lambda: np.copyto(dst, src),
+            ],
+            repeat,
+        )
     return [
         _row("cbrt_grad", backend, y, ours, "g/(3*y*y)", numpy_expr),
         _row("cbrt_grad", backend, y, ours, "copy same bytes", copy),
@@ -178,8 +246,9 @@ def fused_rows(dtype: np.dtype, n: int, repeat: int, backend: str = "cpu") -> li
         api.cbrt_grad(g, y, out=dx, backend=backend)
 
     with np.errstate(all="ignore"):
-        ours = best_time(lambda: api.cbrt_and_grad(x, g, out=(y, dx), backend=backend), repeat)
-        two = best_time(separate, repeat)
+        ours, two = best_times(
+            [lambda: api.cbrt_and_grad(x, g, out=(y, dx), backend=backend), separate], repeat
+        )
     return [_row("cbrt_and_grad", backend, x, ours, "cbrt + cbrt_grad", two)]
 
 

@@ -87,3 +87,48 @@ def test_best_time_measures_with_the_garbage_collector_on():
     seen = []
     benchmarking.best_time(lambda: seen.append(gc.isenabled()), 2, number=1)
     assert seen and all(seen)
+
+
+def test_best_times_measures_in_turns_and_per_call():
+    order = []
+
+    def slow():
+        order.append("slow")
+        time.sleep(0.002)
+
+    def fast():
+        order.append("fast")
+
+    slow_s, fast_s = benchmarking.best_times([slow, fast], 3)
+    assert 0.002 <= slow_s < 0.01  # per call (autorange: one call lasts the millisecond)
+    assert 0 < fast_s < slow_s / 10
+    # autorange for each in order, then three rounds, each: slow's call, then fast's many.
+    measured = order[order.index("fast") :]
+    rounds = [i for i, name in enumerate(measured) if name == "slow"]
+    assert len(rounds) >= 3
+    ends = rounds[-2:] + [len(measured)]
+    between = [measured[a + 1 : b] for a, b in zip(rounds[-3:], ends, strict=True)]
+    assert all(part and set(part) == {"fast"} for part in between)
+
+
+def test_best_times_measures_with_the_garbage_collector_on():
+    import gc
+
+    seen = []
+    benchmarking.best_times([lambda: seen.append(gc.isenabled())], 2)
+    assert seen and all(seen)
+
+
+@pytest.mark.parametrize(
+    ("functions", "repeat", "error", "match"),
+    [
+        ([], 3, ValueError, "functions: expected at least one callable"),
+        ([lambda: None, 3], 3, TypeError, r"functions\[1\]: expected a callable, got int"),
+        ([lambda: None], 0, ValueError, "repeat: expected an integer >= 1, got 0"),
+        ([lambda: None], 2.0, ValueError, "repeat: expected an integer >= 1, got 2.0"),
+        ([lambda: None], True, ValueError, "repeat: expected an integer >= 1, got True"),
+    ],
+)
+def test_best_times_rejects_bad_arguments(functions, repeat, error, match):
+    with pytest.raises(error, match=match):
+        benchmarking.best_times(functions, repeat)
