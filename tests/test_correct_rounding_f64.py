@@ -26,6 +26,7 @@ from cbrtgrad.verification.integer_oracle import correctly_rounded_cbrt
 HARD_FILE = Path(__file__).parent / "data" / "cbrt_f64_hard.txt"
 _fast = cpu.FORMULAS.cube_root_f64_fast
 _plain = cpu.FORMULAS.cube_root_f64_plain
+_one_element = cpu.FORMULAS.cube_root_f64
 
 
 @numba.njit
@@ -161,6 +162,35 @@ def test_plain_and_mixed_blocks_give_the_same_bits():
         assert np.array_equal(alone[: hard.size], want)
         assert np.array_equal(alone.view(np.int64), beside[0::2].view(np.int64))
         assert np.array_equal(beside[1::2], np.zeros(x.size))
+
+
+@numba.njit
+def _one_by_one(values, out):  # type: ignore[no-untyped-def]
+    for i in range(values.shape[0]):
+        out[i] = _one_element(values[i])
+
+
+@pytest.mark.parametrize("special", [0.0, -np.inf, np.nan, 2.0**-1074, 2.0**-900])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_a_block_that_is_not_plain_is_found_wherever_it_lies(special, in_place):
+    # Each block checks the next one as it goes (forward_block_f64): an
+    # input that is not plain at either end of any block, in the last (short)
+    # block, or in the first, sends that block, and only it, to the full
+    # path; every result equals the one-element formula's, in place too.
+    block = cpu.SECOND_PASS_BLOCK
+    x = cases.bench_inputs(np.dtype(np.float64), 4 * block + 300, seed=23)
+    want_plain = np.empty_like(x)
+    _one_by_one(x, want_plain)
+    for where in (0, block - 1, block, 2 * block - 1, 3 * block + 5, x.size - 1):
+        y = x.copy()
+        y[where] = special
+        want = np.empty_like(y)
+        _one_by_one(y, want)
+        got = y.copy() if in_place else np.empty_like(y)
+        cpu.ufuncs().cube_root(got if in_place else y, out=got)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)), where
+        others = np.arange(x.size) != where
+        assert np.array_equal(got[others].view(np.int64), want_plain[others].view(np.int64))
 
 
 def test_exact_cubes_are_exact():
