@@ -138,23 +138,26 @@ _fast_pass_f64 = _first_pass_f64(_cube_root_f64_fast)
 _plain_pass_f64 = _first_pass_f64(_cube_root_f64_plain)
 
 
+#: |x| is plain exactly when its pattern minus PLAIN_F64_LOWEST, unsigned, is
+#: below this: nans' patterns lie above inf's, and those below the least
+#: plain pattern wrap around to the top.
+_PLAIN_SPAN_F64 = np.uint64(PLAIN_F64_BEYOND - PLAIN_F64_LOWEST)
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _plain_offset_f64(value):  # type: ignore[no-untyped-def]
+    # Below _PLAIN_SPAN_F64 exactly when 2^-800 <= |value| < inf: an and, a
+    # subtraction and (over a block) one unsigned max per lane.
+    return np.uint64((f64_as_i64(value) & MAGNITUDE_MASK64) - PLAIN_F64_LOWEST)
+
+
 @numba.njit(**_compile.SCALAR_OPTIONS)
 def _is_plain_f64(x):  # type: ignore[no-untyped-def]
-    # Whether every |x| of the block lies in [2^-800, inf): the least and the
-    # largest bit pattern of |x| (nans' lie above inf's), as integer min/max
-    # reductions (one instruction each on AVX-512, compare and blend on AVX2).
-    lowest = MAGNITUDE_MASK64
-    highest = np.int64(0)
+    # Whether every |x| of the block lies in [2^-800, inf).
+    worst = np.uint64(0)
     for i in range(x.shape[0]):
-        pattern = f64_as_i64(x[i]) & MAGNITUDE_MASK64
-        lowest = min(lowest, pattern)
-        highest = max(highest, pattern)
-    return lowest >= PLAIN_F64_LOWEST and highest < PLAIN_F64_BEYOND
-
-
-#: |x| is plain exactly when its pattern minus PLAIN_F64_LOWEST, unsigned, is
-#: below this (one subtraction and one unsigned max per lane).
-_PLAIN_SPAN_F64 = np.uint64(PLAIN_F64_BEYOND - PLAIN_F64_LOWEST)
+        worst = max(worst, _plain_offset_f64(x[i]))
+    return worst < _PLAIN_SPAN_F64
 
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
@@ -173,8 +176,7 @@ def _plain_pass_checking_next_f64(x, y, following):  # type: ignore[no-untyped-d
         yi, h = _cube_root_f64_plain(x[i])
         y[i] = yi
         hard |= h
-        pattern = f64_as_i64(following[i]) & MAGNITUDE_MASK64
-        worst = max(worst, np.uint64(pattern - PLAIN_F64_LOWEST))
+        worst = max(worst, _plain_offset_f64(following[i]))
     return hard != 0, worst < _PLAIN_SPAN_F64
 
 
