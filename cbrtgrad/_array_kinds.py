@@ -6,6 +6,7 @@ imports nothing of cbrtgrad's, so detecting a type never pulls in a backend.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,54 @@ def is_device_array(x: Any) -> bool:
         # NOTE: hot path (every host call): a failed hasattr costs an
         # AttributeError raised and caught, several times a type check.
         return False
+    module = cls.__module__
+    if module.startswith("cupy"):
+        # NOTE: hot path (every GPU call asks more than once): a CuPy array is
+        # on the device, and its interface is a new dict on each access.
+        return hasattr(x, "__cuda_array_interface__") if cls.__name__ != "ndarray" else True
+    if module.startswith("torch"):
+        # NOTE: a tensor that requires grad raises RuntimeError (not
+        # AttributeError) for __cuda_array_interface__, which hasattr passes on.
+        return bool(getattr(x, "is_cuda", False))
     if hasattr(x, "__cuda_array_interface__"):
         return True
-    return cls.__name__ == "FakeCUDAArray" and cls.__module__.startswith("numba.cuda.simulator")
+    return cls.__name__ == "FakeCUDAArray" and module.startswith("numba.cuda.simulator")
+
+
+TORCH_DTYPES: dict[Any, np.dtype] = {}
+NUMPY_TO_TORCH: dict[np.dtype, Any] = {}
+
+
+def torch_dtypes() -> dict[Any, np.dtype]:
+    """PyTorch's dtypes that numpy has too, as numpy dtypes (PyTorch must be imported)."""
+    if not TORCH_DTYPES:
+        torch = sys.modules["torch"]
+        for name in ("float16", "float32", "float64", "bool", "uint8", "int8", "int16",
+                     "int32", "int64"):  # fmt: skip
+            dtype = np.dtype(name)
+            TORCH_DTYPES[getattr(torch, name)] = dtype
+            NUMPY_TO_TORCH[dtype] = getattr(torch, name)
+    return TORCH_DTYPES
+
+
+def device_dtype(value: Any) -> np.dtype:
+    """The numpy dtype of a device array of any supported library.
+
+    Raises
+    ------
+    TypeError
+        For a PyTorch dtype numpy has no equivalent of (``bfloat16``, complex
+        half, ...), naming it.
+    """
+    dtype = value.dtype
+    if isinstance(dtype, np.dtype):
+        return dtype
+    if type(value).__module__.startswith("torch"):
+        found = torch_dtypes().get(dtype)
+        if found is None:
+            raise TypeError(
+                f"cbrtgrad: the cuda backend does not take PyTorch tensors of dtype {dtype}; "
+                "convert it to float32 or float64 first (t.float())"
+            )
+        return found
+    return np.dtype(dtype)

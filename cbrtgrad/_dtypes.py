@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ._array_kinds import device_dtype, is_device_array
+
 SUPPORTED = "float16, float32, float64, bool or an integer dtype"
 _KINDS_EXACT = {"f"}
 _KINDS_TO_F64 = {"b", "i", "u"}
@@ -133,6 +135,8 @@ def dtype_of(value: Any) -> np.dtype:
     dt = getattr(value, "dtype", None)
     if isinstance(dt, np.dtype):
         return dt
+    if dt is not None and is_device_array(value):
+        return device_dtype(value)  # a PyTorch tensor's dtype is PyTorch's own
     return np.asarray(value).dtype
 
 

@@ -1,126 +1,307 @@
-"""Check the cuda backend on a real GPU: bits against the cpu backend, then throughput.
+"""Check the cuda backend on a real GPU: bits against the CPU, interop, speed, call cost.
 
-Run on a machine with a CUDA GPU and numba-cuda (``pip install 'cbrtgrad[cuda]'``)::
+Run on a machine with a CUDA GPU, numba-cuda and CuPy (PyTorch and JAX are
+measured where installed)::
 
     NUMBA_ENABLE_CUDASIM=0 python tools/gpu_check.py --json gpu_check.json
 
-1. Bit for bit, float32 and float64: the case table's special values and
-   ``--random`` (default 10^8) random inputs (random bit patterns and scaled
-   normals), for the forward, backward and fused kernels, against the cpu
-   formula (computed by the ``parallel`` backend: same formula, same bits).
-   Also a float16 device array and an object that only exposes
-   ``__cuda_array_interface__`` (as CuPy and PyTorch tensors do).
-2. Throughput at ``2**--log2-size`` elements (default 2^28): forward, backward
-   and fused against a device-to-device copy of the same number of bytes,
-   timed with CUDA events (best of ``--repeat``). Goal on an H200: at least
-   90 % of copy bandwidth.
+1. Bit for bit against the ``parallel`` backend (the same formulas on the
+   CPU): all 2^32 float32 inputs and ``--f64`` (default 10^8) float64 inputs
+   (random bit patterns, [1, 8), exact cubes and their neighbours,
+   subnormals) through the forward kernel; the gradient and the fused kernel
+   on ``--pairs`` (default 2^25) pairs per dtype; float16 inputs; and an array
+   of 2^31 + 4099 elements, checked whole (64-bit indexing).
+2. Interop: CuPy, PyTorch, numba and bare ``__cuda_array_interface__`` inputs
+   give results of their own kind, equal to the CPU's, on the library's
+   current stream; every result goes back into every function.
+3. Throughput at ``2**--log2-size`` elements (default 2^28), best of
+   ``--repeat`` timed with CUDA events: forward, gradient and fused against a
+   device-to-device copy (``cupy.copyto``), ``cupy.cbrt``, ``jax.jit(jnp.cbrt)``
+   and PyTorch's ``sign(t) * t.abs().pow(1/3)``.
+4. Per-call cost on 1000 and 2^20 float32 elements against ``cupy.cbrt``.
 
-Prints a table and writes JSON; exits 1 on any bit mismatch. Takes well under
-3 minutes on an H200 (the host reference dominates). ``--random 10000
---log2-size 12`` runs it in seconds under the simulator, as a smoke test.
+Prints the tables with the GPU, driver and library versions, writes JSON,
+exits 1 on any mismatch. Takes about a minute on an H200. ``--sweep`` also
+times the kernels' other shapes (elements per thread, register cap).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
+from typing import Any
 
-import numpy as np
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX: leave memory to CuPy
 
+import numpy as np  # noqa: E402
 
-def _cases(dtype: type, n: int, seed: int) -> np.ndarray:
-    info = np.finfo(dtype)
-    special = np.array(
-        [0.0, -0.0, np.inf, -np.inf, np.nan, info.smallest_subnormal, -info.smallest_subnormal,
-         info.smallest_normal, info.max, -info.max, info.eps, 1.0, -1.0, 8.0, -27.0],
-        dtype=dtype,
-    )  # fmt: skip
-    rng = np.random.default_rng(seed)
-    itype = {2: np.int16, 4: np.int32, 8: np.int64}[np.dtype(dtype).itemsize]
-    half = n // 2
-    bits = rng.integers(np.iinfo(itype).min, np.iinfo(itype).max, half, dtype=itype).view(dtype)
-    normal = (rng.standard_normal(n - half) * 10.0 ** rng.integers(-30, 30, n - half)).astype(dtype)
-    return np.concatenate([special, bits, normal])
+BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-def _mismatches(a: np.ndarray, b: np.ndarray) -> int:
-    return int(
-        np.count_nonzero(
-            a.view(np.uint8).reshape(a.size, -1) != b.view(np.uint8).reshape(b.size, -1)
-        )
-        if a.size
-        else 0
-    )  # noqa: E501
+def _same(a: np.ndarray, b: np.ndarray) -> int:
+    """How many elements differ in their bits."""
+    kind = BITS[a.dtype.itemsize]
+    return int(np.count_nonzero(a.view(kind) != b.view(kind)))
 
 
-class _Foreign:
-    """Only ``__cuda_array_interface__``, like a CuPy array or a PyTorch tensor."""
-
-    def __init__(self, device_array) -> None:  # type: ignore[no-untyped-def]
-        self._keep = device_array
-        self.__cuda_array_interface__ = device_array.__cuda_array_interface__
-
-
-def check_bits(n_random: int, chunk: int) -> list[dict]:
-    from numba import cuda
-
+def _reference() -> Any:
     from cbrtgrad.backends import get_backend
 
-    gpu, ref = get_backend("cuda"), get_backend("parallel")
-    rows = []
+    return get_backend("parallel")
+
+
+def _host_forward(x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(_reference().cube_root(x))
+
+
+def _f64_inputs(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    quarter = n // 4
+    bits = rng.integers(0, 2**64, quarter, dtype=np.uint64).view(np.float64)
+    unit = rng.uniform(1.0, 8.0, quarter)
+    k = rng.integers(1, 2**17, quarter // 3).astype(np.float64)
+    cubes = k**3
+    near = np.concatenate([cubes, np.nextafter(cubes, 0.0), np.nextafter(cubes, np.inf)])
+    sub = rng.integers(1, 2**52, n - 3 * quarter - near.size, dtype=np.uint64).view(np.float64)
+    signs = np.where(rng.integers(0, 2, n) == 1, -1.0, 1.0)
+    return np.concatenate([bits, unit, near, sub]) * signs
+
+
+def check_bits(f64_count: int, pairs: int) -> list[dict[str, Any]]:
+    import cupy
+
+    import cbrtgrad
+
+    rows: list[dict[str, Any]] = []
+
+    def row(what: str, n: int, bad: int, seconds: float) -> None:
+        rows.append({"check": what, "elements": n, "mismatches": bad, "seconds": seconds})
+        print(f"  {what:58} {n:>14,} {bad:>10} {seconds:7.1f} s", flush=True)
+
+    began = time.perf_counter()
+    chunk, bad = 2**28, 0
+    for start in range(0, 2**32, chunk):
+        host = np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        dev = cupy.arange(start, start + chunk, dtype=cupy.uint64).astype(cupy.uint32)
+        bad += _same(cbrtgrad.cbrt(dev.view(cupy.float32)).get(), _host_forward(host))
+    row("float32 forward, all 2^32 inputs", 2**32, bad, time.perf_counter() - began)
+
+    began = time.perf_counter()
+    bad = 0
+    x = _f64_inputs(f64_count, 1)
+    for start in range(0, x.size, 2**24):
+        part = x[start : start + 2**24]
+        bad += _same(cbrtgrad.cbrt(cupy.asarray(part)).get(), _host_forward(part))
+    row("float64 forward, bits/[1,8)/cubes+-1ulp/subnormals", x.size, bad,
+        time.perf_counter() - began)  # fmt: skip
+
+    ref = _reference()
+    rng = np.random.default_rng(2)
     for dtype in (np.float32, np.float64):
-        bad = {"forward": 0, "backward": 0, "fused": 0}
-        total = 0
-        x_all = _cases(dtype, n_random, seed=1)
-        g_all = _cases(dtype, n_random, seed=2)
-        for start in range(0, x_all.size, chunk):
-            x, g = x_all[start : start + chunk], g_all[start : start + chunk]
-            with np.errstate(all="ignore"):
-                y_ref = ref.cube_root(x)
-                dx_ref = ref.cube_root_grad(g, y_ref)
-            xd, gd, yd = cuda.to_device(x), cuda.to_device(g), cuda.to_device(y_ref)
-            bad["forward"] += _mismatches(gpu.cube_root(xd).copy_to_host(), y_ref)
-            bad["backward"] += _mismatches(gpu.cube_root_grad(gd, yd).copy_to_host(), dx_ref)
-            yf, dxf = gpu.cube_root_and_grad(xd, gd)
-            bad["fused"] += _mismatches(yf.copy_to_host(), y_ref) + _mismatches(
-                dxf.copy_to_host(), dx_ref
-            )
-            total += x.size
-        rows.append({"dtype": np.dtype(dtype).name, "elements": total, "mismatches": bad})
-    h = _cases(np.float16, 100_000, seed=3)
-    with np.errstate(all="ignore"):
-        h_ref = ref.cube_root(h)
-    rows.append({
-        "dtype": "float16 (computed in float32)",
-        "elements": h.size,
-        "mismatches": {"forward": _mismatches(gpu.cube_root(cuda.to_device(h)).copy_to_host(),
-                                              h_ref)},
-    })  # fmt: skip
-    if not hasattr(cuda.device_array(1), "__cuda_array_interface__"):
-        return rows  # the simulator's arrays have no interface to wrap
-    x = _cases(np.float32, 100_000, seed=4)
-    with np.errstate(all="ignore"):
-        x_ref = ref.cube_root(x)
-    foreign = gpu.cube_root(_Foreign(cuda.to_device(x))).copy_to_host()
-    rows.append({
-        "dtype": "float32 via __cuda_array_interface__",
-        "elements": x.size,
-        "mismatches": {"forward": _mismatches(foreign, x_ref)},
-    })  # fmt: skip
+        began = time.perf_counter()
+        xs = (rng.standard_normal(pairs) * 10.0 ** rng.integers(-20, 20, pairs)).astype(dtype)
+        g = (rng.standard_normal(pairs) * 10.0 ** rng.integers(-20, 20, pairs)).astype(dtype)
+        with np.errstate(all="ignore"):
+            y = np.asarray(ref.cube_root(xs))
+            dx = np.asarray(ref.cube_root_grad(g, y))
+        gd, yd = cupy.asarray(g), cupy.asarray(y)
+        bad_grad = _same(cbrtgrad.cbrt_grad(gd, yd).get(), dx)
+        yf, dxf = cbrtgrad.cbrt_and_grad(cupy.asarray(xs), gd)
+        bad_fused = _same(yf.get(), y) + _same(dxf.get(), dx)
+        name = np.dtype(dtype).name
+        row(f"{name} gradient g/(3y^2)", pairs, bad_grad, time.perf_counter() - began)
+        row(f"{name} fused (y and dx)", pairs, bad_fused, 0.0)
+
+    h = np.arange(2**16, dtype=np.uint16).view(np.float16)
+    began = time.perf_counter()
+    got = cbrtgrad.cbrt(cupy.asarray(h))
+    bad = _same(got.get(), _host_forward(h)) + int(got.dtype != np.float32)
+    row("float16 forward, all 2^16 inputs (float32 results)", h.size, bad,
+        time.perf_counter() - began)  # fmt: skip
+
+    began = time.perf_counter()
+    n = 2**31 + 4099
+    big = cupy.arange(n, dtype=cupy.uint32).view(cupy.float32)
+    y_big = cbrtgrad.cbrt(big)
+    del big
+    bad = 0
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        host = np.arange(start, stop, dtype=np.uint32).view(np.float32)
+        bad += _same(y_big[start:stop].get(), _host_forward(host))
+    del y_big
+    row("float32 forward, one array of 2^31 + 4099 elements", n, bad,
+        time.perf_counter() - began)  # fmt: skip
+    cupy.get_default_memory_pool().free_all_blocks()
     return rows
 
 
-def _best_ms(run, repeat: int) -> float:  # type: ignore[no-untyped-def]
+class _Interface:
+    """Only ``__cuda_array_interface__``, as another library's array exposes it."""
+
+    def __init__(self, array: Any) -> None:
+        self._keep = array
+        self.__cuda_array_interface__ = array.__cuda_array_interface__
+
+
+def check_interop() -> list[dict[str, Any]]:
+    import cupy
     from numba import cuda
 
-    run()  # compile and warm up
-    cuda.synchronize()
+    import cbrtgrad
+
+    x = np.linspace(-30.0, 30.0, 1001).astype(np.float32).reshape(7, 143)
+    g = np.cos(x)
+    y_ref = _host_forward(x)
+    with np.errstate(all="ignore"):
+        dx_ref = np.asarray(_reference().cube_root_grad(g, y_ref))
+    makers: dict[str, Any] = {"cupy": cupy.asarray, "numba": cuda.to_device}
+    kinds: dict[str, Any] = {"cupy": cupy.ndarray, "numba": type(cuda.device_array(1))}
+    to_host: dict[str, Any] = {"cupy": cupy.asnumpy, "numba": lambda a: a.copy_to_host()}
+    try:
+        import torch
+
+        makers["torch"] = lambda a: torch.as_tensor(a, device="cuda")
+        kinds["torch"] = torch.Tensor
+        to_host["torch"] = lambda t: t.cpu().numpy()
+    except ImportError:
+        pass
+    makers["interface"] = lambda a: _Interface(cupy.asarray(a))
+    kinds["interface"] = kinds["numba"]
+    to_host["interface"] = to_host["numba"]
+    rows = []
+    for name, make in makers.items():
+        xd, gd = make(x), make(g)
+        y = cbrtgrad.cbrt(xd)
+        dx = cbrtgrad.cbrt_grad(gd, y)  # a result passed back in
+        yf, dxf = cbrtgrad.cbrt_and_grad(xd, gd)
+        again = cbrtgrad.cbrt(cbrtgrad.cbrt_grad(dxf, yf))  # results in every function
+        back = to_host[name]
+        ok = (
+            all(isinstance(r, kinds[name]) for r in (y, dx, yf, dxf, again))
+            and _same(back(y), y_ref) == 0
+            and _same(back(dx), dx_ref) == 0
+            and _same(back(yf), y_ref) == 0
+            and _same(back(dxf), dx_ref) == 0
+            and back(y).shape == x.shape
+        )
+        rows.append({"library": name, "same kind and bits": bool(ok)})
+        print(f"  {name:10} in -> {type(y).__module__}.{type(y).__name__} out: "
+              f"{'ok' if ok else 'WRONG'}")  # fmt: skip
+    # The library's current stream: a CuPy stream that is not the default.
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        xd = cupy.asarray(x)
+        y = cbrtgrad.cbrt(xd)
+        stream.synchronize()
+    ok = _same(cupy.asnumpy(y), y_ref) == 0
+    rows.append({"library": "cupy on a non-default stream", "same kind and bits": ok})
+    print(f"  cupy on its current (non-default) stream: {'ok' if ok else 'WRONG'}")
+    return rows
+
+
+def _events_ms(run: Any, repeat: int) -> float:
+    import cupy
+
+    run()
+    run()
+    cupy.cuda.Device().synchronize()
     best = float("inf")
     for _ in range(repeat):
-        start, stop = cuda.event(), cuda.event()
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        run()
+        stop.record()
+        stop.synchronize()
+        best = min(best, cupy.cuda.get_elapsed_time(start, stop))
+    return best
+
+
+def _wall_ms(run: Any, repeat: int) -> float:
+    run()
+    run()
+    best = float("inf")
+    for _ in range(repeat):
+        began = time.perf_counter()
+        run()
+        best = min(best, (time.perf_counter() - began) * 1e3)
+    return best
+
+
+def measure(log2_size: int, repeat: int) -> list[dict[str, Any]]:
+    import cupy
+
+    rows = []
+    for dtype in (np.float32, np.float64):
+        rows += _measure_dtype(np.dtype(dtype), 2**log2_size, repeat)
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def _measure_dtype(dtype: np.dtype, n: int, repeat: int) -> list[dict[str, Any]]:
+    import cupy
+
+    import cbrtgrad
+    from cbrtgrad.backends import get_backend
+
+    gpu = get_backend("cuda")
+    rng = cupy.random.default_rng(7)
+    x = (rng.standard_normal(n, dtype=np.float64) * 1e3).astype(dtype)
+    g = rng.standard_normal(n, dtype=np.float64).astype(dtype)
+    y, dx = cupy.empty_like(x), cupy.empty_like(x)
+    work: dict[str, tuple[Any, int, Any]] = {
+        # name: (run, bytes moved per element, timer)
+        "copy (cupy.copyto)": (lambda: cupy.copyto(y, x), 2, _events_ms),
+        "cbrtgrad forward, out=": (lambda: gpu.cube_root(x, out=y), 2, _events_ms),
+        "cbrtgrad.cbrt(x) (allocates)": (lambda: cbrtgrad.cbrt(x), 2, _events_ms),
+        "cbrtgrad gradient, out=": (lambda: gpu.cube_root_grad(g, y, out=dx), 3, _events_ms),
+        "cbrtgrad fused, out=": (
+            lambda: gpu.cube_root_and_grad(x, g, out=(y, dx)), 4, _events_ms),
+        "cupy.cbrt (libdevice)": (lambda: cupy.cbrt(x, out=y), 2, _events_ms),
+    }  # fmt: skip
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        jax.config.update("jax_enable_x64", True)
+        xj = jnp.asarray(cupy.asnumpy(x))
+        f = jax.jit(jnp.cbrt)
+        work["jax.jit(jnp.cbrt)"] = (lambda: f(xj).block_until_ready(), 2, _wall_ms)
+    except Exception as exc:  # an optional peer
+        print(f"  (jax not measured: {type(exc).__name__}: {exc})")
+    try:
+        import torch
+
+        t = torch.as_tensor(x, device="cuda")
+        work["torch sign(t)*t.abs().pow(1/3)"] = (
+            lambda: torch.sign(t) * t.abs().pow(1.0 / 3.0), 2, _torch_ms)  # fmt: skip
+    except Exception as exc:
+        print(f"  (torch not measured: {type(exc).__name__}: {exc})")
+    rows = []
+    copy_gbps = None
+    for name, (run, traffic, timer) in work.items():
+        ms = timer(run, repeat)
+        gbps = traffic * n * dtype.itemsize / ms / 1e6
+        copy_gbps = copy_gbps or gbps  # the copy is measured first
+        rows.append({"dtype": dtype.name, "kernel": name, "elements": n,
+                     "us": ms * 1e3, "GBps": gbps, "of_copy": gbps / copy_gbps})  # fmt: skip
+    return rows
+
+
+def _torch_ms(run: Any, repeat: int) -> float:
+    import torch
+
+    run()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(repeat):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
         start.record()
         run()
         stop.record()
@@ -129,101 +310,170 @@ def _best_ms(run, repeat: int) -> float:  # type: ignore[no-untyped-def]
     return best
 
 
-def measure(log2_size: int, repeat: int) -> list[dict]:
+def _per_call_us(run: Any, calls: int = 2000, rounds: int = 7) -> float:
+    import cupy
+
+    run()
+    cupy.cuda.Device().synchronize()
+    best = float("inf")
+    for _ in range(rounds):
+        began = time.perf_counter()
+        for _ in range(calls):
+            run()
+        cupy.cuda.Device().synchronize()
+        best = min(best, (time.perf_counter() - began) / calls * 1e6)
+    return best
+
+
+def call_cost() -> list[dict[str, Any]]:
+    import cupy
     from numba import cuda
 
+    import cbrtgrad
     from cbrtgrad.backends import get_backend
 
     gpu = get_backend("cuda")
-    n = 2**log2_size
+    rows = []
+    for n in (1000, 2**20):
+        x = cupy.linspace(-8, 8, n, dtype=cupy.float32)
+        y = cupy.empty_like(x)
+        xn = cuda.as_cuda_array(x)
+        cases: dict[str, Any] = {
+            "cupy.cbrt(x)": lambda: cupy.cbrt(x),  # noqa: B023
+            "cbrtgrad.cbrt(cupy x)": lambda: cbrtgrad.cbrt(x),  # noqa: B023
+            "cuda backend, out=": lambda: gpu.cube_root(x, out=y),  # noqa: B023
+            "cbrtgrad.cbrt(numba x)": lambda: cbrtgrad.cbrt(xn),  # noqa: B023
+        }
+        try:
+            import torch
+
+            t = torch.as_tensor(x, device="cuda")
+            cases["cbrtgrad.cbrt(torch t)"] = lambda: cbrtgrad.cbrt(t)  # noqa: B023
+            cases["torch sign*abs.pow"] = lambda: torch.sign(t) * t.abs().pow(1 / 3)  # noqa: B023
+        except ImportError:
+            pass
+        for name, run in cases.items():
+            rows.append({"elements": n, "call": name, "us": _per_call_us(run)})
+    return rows
+
+
+def sweep(log2_size: int, repeat: int) -> list[dict[str, Any]]:
+    """Time the kernels' other shapes at one size (bits checked against the default)."""
+    import cupy
+
     rows = []
     for dtype in (np.float32, np.float64):
-        item = np.dtype(dtype).itemsize
-        x = cuda.to_device(np.linspace(-1e6, 1e6, n, dtype=dtype))
-        g = cuda.to_device(np.ones(n, dtype))
-        y = cuda.device_array(n, dtype)
-        dx = cuda.device_array(n, dtype)
-        copy_src = cuda.device_array(2 * n, dtype)
-        copy_dst = cuda.device_array(2 * n, dtype)
-        work = {
-            # name: (run, bytes moved, bytes of the equivalent copy)
-            # NOTE: the lambdas run inside this iteration, on this dtype's arrays.
-            "forward": (lambda: gpu.cube_root(x, out=y), 2 * n * item),  # noqa: B023
-            "backward": (lambda: gpu.cube_root_grad(g, y, out=dx), 3 * n * item),  # noqa: B023
-            "fused": (lambda: gpu.cube_root_and_grad(x, g, out=(y, dx)), 4 * n * item),  # noqa: B023, E501
-        }
-        for name, (run, moved) in work.items():
-            # A copy reads and writes; it moves the same bytes as the kernel
-            # with moved/2 elements read and written.
-            m = moved // (2 * item)
-            src, dst = copy_src[:m], copy_dst[:m]
-            copy_ms = _best_ms(lambda: dst.copy_to_device(src), repeat)  # noqa: B023
-            kernel_ms = _best_ms(run, repeat)
-            rows.append({
-                "dtype": np.dtype(dtype).name,
-                "kernel": name,
-                "elements": n,
-                "bytes": moved,
-                "kernel_ms": kernel_ms,
-                "copy_ms": copy_ms,
-                "kernel_GBps": moved / kernel_ms / 1e6,
-                "copy_GBps": moved / copy_ms / 1e6,
-                "fraction_of_copy": copy_ms / kernel_ms,
-            })  # fmt: skip
+        for name in ("forward", "grad", "fused"):
+            rows += _sweep_kernel(name, np.dtype(dtype), 2**log2_size, repeat)
+        cupy.get_default_memory_pool().free_all_blocks()
     return rows
+
+
+def _sweep_kernel(name: str, dt: np.dtype, n: int, repeat: int) -> list[dict[str, Any]]:
+    import cupy
+    from cuda.core import Stream
+
+    from cbrtgrad.kernels import cuda as kernels
+
+    rng = cupy.random.default_rng(3)
+    x = (rng.standard_normal(n, dtype=np.float64) * 1e3).astype(dt)
+    g = rng.standard_normal(n, dtype=np.float64).astype(dt)
+    ins = [x] if name == "forward" else [x, g]
+    outs = [cupy.empty_like(x) for _ in range(2 if name == "fused" else 1)]
+    stream = Stream.from_handle(0)
+    default = (kernels.ELEMENTS_PER_THREAD, kernels.MAX_REGISTERS)
+    rows, reference = [], None
+    for per_thread, registers in [default, (4, None), (8, 96)]:
+        shape = () if (per_thread, registers) == default else (per_thread, registers)
+        compiled = next(iter(kernels.kernel(name, dt, (dt,) * len(ins), *shape).overloads.values()))
+        blocks = -(-n // (256 * per_thread))
+        args = [a.data.ptr for a in ins] + [o.data.ptr for o in outs] + [n]
+
+        def run(compiled: Any = compiled, blocks: int = blocks, args: Any = args) -> None:
+            compiled.launch(args, (blocks, 1, 1), (256, 1, 1), stream, 0)
+
+        ms = _events_ms(run, repeat)
+        got = [o.get() for o in outs]
+        reference = reference or got
+        same = all(_same(a, b) == 0 for a, b in zip(got, reference, strict=True))
+        regs = getattr(compiled, "regs_per_thread", None)
+        rows.append({"dtype": dt.name, "kernel": name, "per_thread": per_thread,
+                     "max_registers": registers, "registers": regs, "us": ms * 1e3,
+                     "same_bits": same})  # fmt: skip
+        print(f"  {dt.name:8} {name:8} per_thread={per_thread} max_registers={registers!s:5} "
+              f"regs={regs!s:4} {ms * 1e3:9.1f} us  bits {'same' if same else 'DIFFER'}",
+              flush=True)  # fmt: skip
+    return rows
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    found = {
+        "gpu": props["name"].decode(),
+        "driver": str(cupy.cuda.runtime.driverGetVersion()),
+        "python": platform.python_version(),
+        "cpu": platform.processor() or platform.machine(),
+    }
+    for package in ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "jax",
+                    "torch", "cuda-bindings"):  # fmt: skip
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            pass
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--random", type=int, default=10**8, help="random inputs per dtype")
-    parser.add_argument("--chunk", type=int, default=2**24, help="elements per bit-check batch")
+    parser.add_argument("--f64", type=int, default=10**8, help="float64 forward inputs")
+    parser.add_argument("--pairs", type=int, default=2**25, help="gradient pairs per dtype")
     parser.add_argument("--log2-size", type=int, default=28, help="log2 of the timed size")
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--sweep", action="store_true", help="also time other kernel shapes")
     parser.add_argument("--json", default="gpu_check.json", help="where to write the results")
     args = parser.parse_args(argv)
-
-    from numba import cuda
+    for name in ("f64", "pairs", "log2_size", "repeat"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
 
     from cbrtgrad.backends import get_backend
 
     status = get_backend("cuda").availability()
-    simulated = bool(getattr(cuda, "simulator", None) and "simulator" in status.reason)
+    versions = _versions()
+    print("  ".join(f"{k} {v}" for k, v in versions.items()))
     print(f"cuda backend: {status.reason}")
+    if not status.available or "simulator" in status.reason:
+        print("no GPU to check: this tool measures a real one (NUMBA_ENABLE_CUDASIM=0)")
+        return 2
     began = time.perf_counter()
-    bits = check_bits(args.random, args.chunk)
-    bits_s = time.perf_counter() - began
-    print(f"\nbit-for-bit against the cpu formula ({bits_s:.1f} s)")
-    print(f"{'dtype':40} {'elements':>12}  mismatches")
-    for row in bits:
-        print(f"{row['dtype']:40} {row['elements']:>12,}  {row['mismatches']}")
-    speed = measure(args.log2_size, args.repeat)
+    print("\nbit for bit against the CPU (parallel backend)")
+    bits = check_bits(args.f64, args.pairs)
+    print("\ninterop: each library's arrays in and out")
+    interop = check_interop()
     print(f"\nthroughput at 2^{args.log2_size} elements (best of {args.repeat})")
-    print(f"{'dtype':8} {'kernel':9} {'ms':>9} {'GB/s':>8} {'copy GB/s':>10} {'of copy':>8}")
+    speed = measure(args.log2_size, args.repeat)
+    print(f"{'dtype':8} {'kernel':34} {'us':>9} {'GB/s':>8} {'of copy':>8}")
     for r in speed:
-        print(
-            f"{r['dtype']:8} {r['kernel']:9} {r['kernel_ms']:9.3f} {r['kernel_GBps']:8.1f} "
-            f"{r['copy_GBps']:10.1f} {r['fraction_of_copy']:8.1%}"
-        )
-    total_s = time.perf_counter() - began
-    print(f"\ntotal {total_s:.1f} s")
-    ok = all(sum(r["mismatches"].values()) == 0 for r in bits)
+        print(f"{r['dtype']:8} {r['kernel']:34} {r['us']:9.1f} {r['GBps']:8.0f} "
+              f"{r['of_copy']:8.2f}")  # fmt: skip
+    print("\nper-call cost (host wall clock, 2000 calls, best of 7)")
+    calls = call_cost()
+    for r in calls:
+        print(f"  {r['elements']:>8} {r['call']:28} {r['us']:8.1f} us")
+    swept = sweep(args.log2_size, args.repeat) if args.sweep else []
+    total = time.perf_counter() - began
+    ok = all(r["mismatches"] == 0 for r in bits) and all(r["same kind and bits"] for r in interop)
     with open(args.json, "w") as fh:
-        json.dump(
-            {
-                "device": status.reason,
-                "simulated": simulated,
-                "python": platform.python_version(),
-                "numpy": np.__version__,
-                "bits": bits,
-                "throughput": speed,
-                "bit_check_seconds": bits_s,
-                "total_seconds": total_s,
-                "all_bits_equal": ok,
-            },
-            fh,
-            indent=2,
-        )
-    print(f"wrote {args.json}; bits {'all equal' if ok else 'MISMATCH'}")
+        found = {"versions": versions, "device": status.reason, "bits": bits, "interop": interop,
+                 "throughput": speed, "call_cost": calls, "sweep": swept, "seconds": total,
+                 "all_bits_equal": ok}  # fmt: skip
+        json.dump(found, fh, indent=2)
+    verdict = "all equal" if ok else "MISMATCH"
+    print(f"\ntotal {total:.0f} s; wrote {args.json}; bits {verdict}")
     return 0 if ok else 1
 
 

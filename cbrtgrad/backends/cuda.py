@@ -1,37 +1,79 @@
 """The ``cuda`` backend: cbrtgrad's formulas as CUDA kernels (numba-cuda).
 
-Inputs are numba device arrays or anything with ``__cuda_array_interface__``
-(CuPy, PyTorch), used in place; results are numba device arrays left on the
-device. Host arrays are an error unless the caller asks for the copies with
-``copy_host=True``. Kernels run on the given ``stream`` (default: the default
-stream) and, on a GPU, asynchronously.
+Inputs are CuPy arrays, PyTorch CUDA tensors, numba device arrays or anything
+with ``__cuda_array_interface__``, read in place. Results are arrays of the
+input's own library (CuPy in, CuPy out; PyTorch in, PyTorch out; numba, or
+any other interface, in, numba out), allocated by that library and computed
+on its current stream, or on ``stream=``; on a GPU asynchronously, as the
+library's own kernels are. Every result can be passed back in. Host arrays
+are an error unless the caller asks for the copies with ``copy_host=True``.
 
 Device arrays must be C-contiguous and, for the gradient and the fused
 kernel, of equal shapes (no broadcasting on the device); ``where=`` must be
 ``True``. Under ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run in numba's
-simulator, which is how CI tests them.
+simulator, which is how CI runs them; CI also compiles them to PTX and SASS
+for sm_90 (tests/backends/test_cuda_ptx.py), and tools/gpu_check.py runs them
+on a real GPU.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from .. import _dtypes
 from .._array_kinds import is_device_array
+from . import _device_arrays as arrays
 from ._protocol import Availability
 
 _HOST_HINT = (
-    "the cuda backend takes device arrays (numba device arrays or objects with "
-    "__cuda_array_interface__); copy host arrays explicitly with numba.cuda.to_device(x), "
-    "or pass copy_host=True to the backend's methods"
+    "the cuda backend takes device arrays (CuPy, PyTorch CUDA tensors, numba device arrays "
+    "or objects with __cuda_array_interface__); copy host arrays explicitly, e.g. "
+    "cupy.asarray(x), or pass copy_host=True to the backend's methods"
 )
 
 
+@lru_cache(maxsize=1)
+def toolchain_problem() -> str | None:
+    """Why numba-cuda cannot compile kernels with this numpy, or ``None``.
+
+    NOTE: numba-cuda 0.30.4 registers ``overload(np.row_stack)`` when its
+    array functions are first imported, at the first kernel compile; numpy
+    2.5 removed ``np.row_stack``, so every compile fails there (numba-cuda
+    issue 907). Importing that module is the probe: it fails exactly when a
+    compile would, and it passes with a numba-cuda that drops the overload.
+    """
+    try:
+        importlib.import_module("numba.cuda.np.arrayobj")
+    except Exception as exc:  # the probe reports, never raises
+        from importlib.metadata import version
+
+        fix = (
+            "numpy 2.5 removed np.row_stack, numba-cuda issue 907; "
+            if "row_stack" in str(exc)
+            else ""
+        )
+        return (
+            f"numba-cuda {version('numba-cuda')} cannot compile kernels with numpy "
+            f"{np.__version__} ({type(exc).__name__}: {exc}; {fix}install numpy<2.5, as "
+            "pip install 'cbrtgrad[cuda]' does)"
+        )
+    return None
+
+
+def _compute(dtype: Any, first: Any, second: Any, names: str) -> np.dtype:
+    # The api passes the compute dtype; a direct caller of the backend may not.
+    if dtype is not None:
+        return np.dtype(dtype)
+    return _dtypes.compute_dtype(np.result_type(first.dtype, second.dtype), names)
+
+
 class CudaBackend:
-    """Grid-stride CUDA kernels calling the shared scalar formula.
+    """Tiled CUDA kernels calling the shared scalar formula.
 
     Examples
     --------
@@ -43,8 +85,11 @@ class CudaBackend:
     accepts_hint = _HOST_HINT
 
     def __init__(self) -> None:
-        # Launch limits per device id, read once per device (not module state).
-        self._limits: dict[int, Any] = {}
+        # Per device id: the grid limit (read once per device, not module state).
+        self._grid_limits: dict[int, int] = {}
+        # Per stream handle: (cuda.core stream for launches, numba stream for
+        # numba's allocations and copies), made once per stream.
+        self._streams: dict[int, tuple[Any, Any]] = {}
 
     def availability(self) -> Availability:
         if importlib.util.find_spec("numba_cuda") is None:
@@ -60,6 +105,9 @@ class CudaBackend:
                 return Availability(
                     True, "numba CUDA simulator (NUMBA_ENABLE_CUDASIM=1): Python speed, for tests"
                 )
+            problem = toolchain_problem()
+            if problem is not None:
+                return Availability(False, problem)
             if not cuda.is_available():
                 return Availability(False, "no CUDA GPU or driver found by numba-cuda")
             device = cuda.get_current_device()
@@ -74,79 +122,125 @@ class CudaBackend:
 
     # -- plumbing -------------------------------------------------------------
 
-    def _device_input(self, value: Any, name: str, copy_host: bool, stream: Any) -> Any:
-        from numba import cuda
+    def _streams_for(self, handle: int) -> tuple[Any, Any]:
+        found = self._streams.get(handle)
+        if found is None:
+            from cuda.core import Stream
+            from numba import cuda
+
+            numba_stream = cuda.external_stream(handle) if handle else 0
+            found = (Stream.from_handle(handle), numba_stream)
+            if len(self._streams) > 64:  # streams come and go: keep a few
+                self._streams.clear()
+            self._streams[handle] = found
+        return found
+
+    def _operand(self, value: Any, name: str, copy_host: bool, numba_stream: Any) -> Any:
+        from ..kernels.cuda_primitives import simulating
 
         if not is_device_array(value):
             if not copy_host:
                 raise TypeError(f"cbrtgrad: {name} is a host {type(value).__name__}; {_HOST_HINT}")
+            from numba import cuda
+
             host = np.array(value, order="C", copy=None)  # keeps 0-d as 0-d
             _dtypes.compute_dtype(host.dtype, name)
-            return cuda.to_device(host, stream=stream)
-        if not hasattr(value, "copy_to_host"):
-            # CuPy, PyTorch, ...: a zero-copy numba view of the same memory.
-            value = cuda.as_cuda_array(value)
-        _dtypes.compute_dtype(value.dtype, name)
-        if not value.is_c_contiguous():
-            raise ValueError(
-                f"cbrtgrad: {name} must be a C-contiguous device array (got strides "
-                f"{value.strides} for shape {value.shape}); copy it to a contiguous one first"
-            )
-        return value
+            value = cuda.to_device(host, stream=numba_stream)
+        return arrays.read(value, name, simulating())
+
+    def _stream(self, stream: Any, first: Any) -> tuple[int, Any, Any]:
+        """``(handle, cuda.core stream, numba stream)`` to run on."""
+        from ..kernels.cuda_primitives import simulating
+
+        if simulating():  # the simulator's streams are synchronous stand-ins
+            return 0, None, 0 if stream is None else stream
+        if stream is None:
+            handle = 0 if first is None else arrays.current_stream(first.library, first.device)
+        else:
+            handle = arrays.stream_handle(stream)
+        core, numba_stream = self._streams_for(handle)
+        if type(stream).__module__.startswith("numba"):
+            numba_stream = stream  # the caller's own numba stream object
+        return handle, core, numba_stream
 
     def _output(
-        self, out: Any, name: str, shape: tuple[int, ...], dtype: np.dtype, stream: Any
-    ) -> tuple[Any, Any]:
-        """``(device array to compute into, host array to copy into or None)``."""
-        from numba import cuda
+        self, out: Any, name: str, like: Any, dtype: np.dtype, numba_stream: Any
+    ) -> tuple[Any, Any, Any]:
+        """``(result to return, its operand, host array to copy into or None)``."""
+        from ..kernels.cuda_primitives import simulating
 
         if out is None:
-            return cuda.device_array(shape, dtype, stream=stream), None
+            result = arrays.empty(like, like.shape, dtype, numba_stream)
+            return result, arrays.read(result, name, simulating()), None
         if isinstance(out, np.ndarray):
             # A host out= is only reachable with copy_host=True (checked by caller).
-            if out.shape != shape or out.dtype != dtype:
+            if out.shape != like.shape or out.dtype != dtype:
                 raise ValueError(
                     f"cbrtgrad: {name} has shape {out.shape} and dtype {out.dtype}; "
-                    f"expected {shape} and {dtype}"
+                    f"expected {like.shape} and {dtype}"
                 )
-            return cuda.device_array(shape, dtype, stream=stream), out
+            from numba import cuda
+
+            result = cuda.device_array(like.shape, dtype, stream=numba_stream)
+            return result, arrays.read(result, name, simulating()), out
         if not is_device_array(out):
             raise TypeError(f"cbrtgrad: {name} must be a device array, got {type(out).__name__}")
-        if not hasattr(out, "copy_to_host"):
-            out = cuda.as_cuda_array(out)
-        if tuple(out.shape) != shape:
-            raise ValueError(f"cbrtgrad: {name} has shape {tuple(out.shape)}; expected {shape}")
-        if np.dtype(out.dtype) != dtype:
-            raise TypeError(f"cbrtgrad: {name} has dtype {out.dtype}; expected {dtype}")
-        if not out.is_c_contiguous():
-            raise ValueError(f"cbrtgrad: {name} must be a C-contiguous device array")
-        return out, None
+        operand = arrays.read(out, name, simulating())
+        if operand.shape != like.shape:
+            raise ValueError(f"cbrtgrad: {name} has shape {operand.shape}; expected {like.shape}")
+        if operand.dtype != dtype:
+            raise TypeError(f"cbrtgrad: {name} has dtype {operand.dtype}; expected {dtype}")
+        return out, operand, None
 
-    def _launch(self, kernel: Any, n: int, stream: Any, *arrays: Any) -> None:
-        from numba import cuda
+    def _launch(
+        self, name: str, dtype: np.dtype, operands: list[Any], n_inputs: int, streams: Any
+    ) -> None:
+        from ..kernels import cuda as kernels
+        from ..kernels.cuda_primitives import simulating
 
-        from ..kernels import cuda as cuda_kernels
-
+        n = operands[0].size
         if n == 0:
             return
-        device = getattr(cuda.get_current_device(), "id", 0)
-        limits = self._limits.get(device)
-        if limits is None:
-            limits = self._limits[device] = cuda_kernels.device_limits()
-        blocks, threads = cuda_kernels.launch_config(n, limits)
-        flat = [a.reshape(n) for a in arrays]
-        kernel[blocks, threads, 0 if stream is None else stream](*flat)
+        dispatcher = kernels.kernel(name, dtype, tuple(o.dtype for o in operands[:n_inputs]))
+        _, core_stream, numba_stream = streams
+        if simulating():
+            blocks, threads = kernels.launch_config(
+                n, kernels.SIMULATOR_THREADS_PER_BLOCK, kernels.SIMULATOR_MAX_GRID
+            )
+            dispatcher[blocks, threads, numba_stream](*[o.array for o in operands], n)
+            return
+        device = operands[0].device
+        if any(o.device != device for o in operands):
+            where = ", ".join(f"GPU {o.device}" for o in operands)
+            raise ValueError(f"cbrtgrad: the arrays of one call must be on one GPU, got {where}")
+        limit = self._grid_limits.get(device)
+        if limit is None:
+            from numba import cuda
+
+            current = cuda.get_current_device()
+            if current.id != device:
+                raise ValueError(
+                    f"cbrtgrad: the arrays are on GPU {device}, but numba-cuda's current "
+                    f"device is GPU {current.id}; select it with numba.cuda.select_device"
+                )
+            limit = self._grid_limits[device] = kernels.max_grid(current)
+        blocks, threads = kernels.launch_config(n, kernels.THREADS_PER_BLOCK, limit)
+        # The one compiled signature, launched with bare pointers (what the
+        # configured-launch path does after typing each argument).
+        (compiled,) = dispatcher.overloads.values()
+        args = [o.pointer for o in operands] + [n]
+        compiled.launch(args, (blocks, 1, 1), (threads, 1, 1), core_stream, 0)
 
     @staticmethod
-    def _finish(result: Any, host: Any, copy_host: bool, stream: Any) -> Any:
+    def _finish(result: Any, host: Any, copy_host: bool, numba_stream: Any) -> Any:
         if not copy_host:
             return result
         if host is None:
-            host = result.copy_to_host(stream=stream)
+            host = result.copy_to_host(stream=numba_stream)
         else:
-            result.copy_to_host(host, stream=stream)
-        if stream is not None:
-            stream.synchronize()
+            result.copy_to_host(host, stream=numba_stream)
+        if numba_stream:
+            numba_stream.synchronize()
         return host[()] if host.ndim == 0 else host
 
     @staticmethod
@@ -158,6 +252,31 @@ class CudaBackend:
     def _check_out_kind(out: Any, copy_host: bool) -> None:
         if isinstance(out, np.ndarray) and not copy_host:
             raise TypeError(f"cbrtgrad: out is a host ndarray; {_HOST_HINT}")
+
+    def _prepare(
+        self, values: tuple[Any, ...], names: tuple[str, ...], copy_host: bool, stream: Any
+    ) -> tuple[list[Any], Any]:
+        """The inputs as operands of one shape, and the streams to run on."""
+        if copy_host:
+            # The copies to the device go on the given stream (the default
+            # one without): there is no input library to ask.
+            streams = self._stream(stream, None)
+        else:
+            streams = None
+        operands = []
+        for value, name in zip(values, names, strict=True):
+            numba_stream = streams[2] if streams is not None else 0
+            operands.append(self._operand(value, name, copy_host, numba_stream))
+        if streams is None:
+            streams = self._stream(stream, operands[0])
+        shape = operands[0].shape
+        for operand, name in zip(operands[1:], names[1:], strict=True):
+            if operand.shape != shape:
+                raise ValueError(
+                    f"cbrtgrad: {names[0]} has shape {shape} and {name} {operand.shape}; "
+                    "the cuda backend does not broadcast"
+                )
+        return operands, streams
 
     # -- the protocol ---------------------------------------------------------
 
@@ -172,16 +291,13 @@ class CudaBackend:
         copy_host: bool = False,
     ) -> Any:
         """``cbrt(x)`` on the device; ``stream`` and ``copy_host`` are cuda-only."""
-        from ..kernels import cuda as cuda_kernels
-
         self._check_where(where)
         self._check_out_kind(out, copy_host)
-        xd = self._device_input(x, "x", copy_host, stream)
-        compute = np.dtype(dtype or xd.dtype)
-        shape = tuple(xd.shape)
-        result, host = self._output(out, "out", shape, compute, stream)
-        self._launch(cuda_kernels.kernels()[compute].forward, xd.size, stream, xd, result)
-        return self._finish(result, host, copy_host, stream)
+        (xo,), streams = self._prepare((x,), ("x",), copy_host, stream)
+        compute = np.dtype(dtype) if dtype is not None else _dtypes.compute_dtype(xo.dtype, "x")
+        result, yo, host = self._output(out, "out", xo, compute, streams[2])
+        self._launch("forward", compute, [xo, yo], 1, streams)
+        return self._finish(result, host, copy_host, streams[2])
 
     def cube_root_grad(
         self,
@@ -195,21 +311,13 @@ class CudaBackend:
         copy_host: bool = False,
     ) -> Any:
         """``g / (3 y^2)`` on the device; ``g`` and ``y`` of one shape."""
-        from ..kernels import cuda as cuda_kernels
-
         self._check_where(where)
         self._check_out_kind(out, copy_host)
-        gd = self._device_input(g, "g", copy_host, stream)
-        yd = self._device_input(y, "y", copy_host, stream)
-        if tuple(gd.shape) != tuple(yd.shape):
-            raise ValueError(
-                f"cbrtgrad: g has shape {tuple(gd.shape)} and y {tuple(yd.shape)}; the cuda "
-                "backend does not broadcast"
-            )
-        compute = np.dtype(dtype or np.result_type(gd.dtype, yd.dtype))
-        result, host = self._output(out, "out", tuple(gd.shape), compute, stream)
-        self._launch(cuda_kernels.kernels()[compute].backward, gd.size, stream, gd, yd, result)
-        return self._finish(result, host, copy_host, stream)
+        (go, yo), streams = self._prepare((g, y), ("g", "y"), copy_host, stream)
+        compute = _compute(dtype, go, yo, "g, y")
+        result, dxo, host = self._output(out, "out", go, compute, streams[2])
+        self._launch("grad", compute, [go, yo, dxo], 2, streams)
+        return self._finish(result, host, copy_host, streams[2])
 
     def cube_root_and_grad(
         self,
@@ -222,26 +330,17 @@ class CudaBackend:
         copy_host: bool = False,
     ) -> tuple[Any, Any]:
         """``(cbrt(x), g / (3 y^2))`` in one kernel; ``out`` a pair or ``None``."""
-        from ..kernels import cuda as cuda_kernels
-
         if out is not None and (not isinstance(out, tuple) or len(out) != 2):
             raise TypeError("cbrtgrad: out must be a tuple (y, dx) of two device arrays")
         y_out, dx_out = (None, None) if out is None else out
         self._check_out_kind(y_out, copy_host)
         self._check_out_kind(dx_out, copy_host)
-        xd = self._device_input(x, "x", copy_host, stream)
-        gd = self._device_input(g, "g", copy_host, stream)
-        shape = tuple(xd.shape)
-        if tuple(gd.shape) != shape:
-            raise ValueError(
-                f"cbrtgrad: x has shape {shape} and g {tuple(gd.shape)}; the cuda backend "
-                "does not broadcast"
-            )
-        compute = np.dtype(dtype or np.result_type(xd.dtype, gd.dtype))
-        y, y_host = self._output(y_out, "out[y]", shape, compute, stream)
-        dx, dx_host = self._output(dx_out, "out[dx]", shape, compute, stream)
-        self._launch(cuda_kernels.kernels()[compute].fused, xd.size, stream, xd, gd, y, dx)
+        (xo, go), streams = self._prepare((x, g), ("x", "g"), copy_host, stream)
+        compute = _compute(dtype, xo, go, "x, g")
+        y, yo, y_host = self._output(y_out, "out[y]", xo, compute, streams[2])
+        dx, dxo, dx_host = self._output(dx_out, "out[dx]", xo, compute, streams[2])
+        self._launch("fused", compute, [xo, go, yo, dxo], 2, streams)
         return (
-            self._finish(y, y_host, copy_host, stream),
-            self._finish(dx, dx_host, copy_host, stream),
+            self._finish(y, y_host, copy_host, streams[2]),
+            self._finish(dx, dx_host, copy_host, streams[2]),
         )

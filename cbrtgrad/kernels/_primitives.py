@@ -1,13 +1,18 @@
 """Bit-level primitives the scalar formulas need, as numba CPU intrinsics.
 
 The formulas in :mod:`cbrtgrad.kernels.formulas` are written against a small
-namespace of primitives (exact fused multiply-adds and four bit casts) so
+namespace of primitives (multiply, add and subtract rounded once each, exact
+fused multiply-adds and four bit casts) so
 that one source serves every target: this module supplies them for numba's CPU
 target, :mod:`cbrtgrad.kernels.cuda_primitives` for CUDA and the simulator.
 
 NOTE: ``fma`` must be the exact IEEE operation, not a contraction LLVM may or
 may not perform: the error-free transformations in the formulas depend on it.
 ``llvm.fma.f64`` is exact by definition and LLVM vectorises it to ``vfmadd``.
+Conversely ``mul``, ``add`` and ``sub`` must each be rounded on their own:
+the proofs count every rounding, and a compiler that fused a product into a
+following sum would change the bits (numba's CPU target never does; NVVM
+does by default, see :mod:`cbrtgrad.kernels.cuda_primitives`).
 """
 
 from __future__ import annotations
@@ -48,6 +53,31 @@ def fma32(typingctx, a, b, c):  # type: ignore[no-untyped-def]
     return sig, codegen
 
 
+def _rounded(op, numba_type):  # type: ignore[no-untyped-def]
+    """Make an intrinsic for one IEEE operation ``a op b``, rounded to nearest once.
+
+    On the CPU these are exactly numba's own ``*``, ``+`` and ``-`` (the same
+    LLVM instruction, which numba never contracts); the formulas call them by
+    name so that the CUDA target can use operations that cannot be fused
+    (:mod:`cbrtgrad.kernels.cuda_primitives`).
+    """
+
+    @intrinsic
+    def rounded(typingctx, a, b):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            return getattr(builder, op)(args[0], args[1])
+
+        return numba_type(numba_type, numba_type), codegen
+
+    return rounded
+
+
+mul = _rounded("fmul", types.float64)
+add = _rounded("fadd", types.float64)
+sub = _rounded("fsub", types.float64)
+mul32 = _rounded("fmul", types.float32)
+
+
 def _bitcast(src, dst, llvm_type):  # type: ignore[no-untyped-def]
     """Make an intrinsic reinterpreting the bits of ``src`` as ``dst``."""
 
@@ -67,6 +97,10 @@ f32_as_i32 = _bitcast(types.float32, types.int32, ir.IntType(32))
 i32_as_f32 = _bitcast(types.int32, types.float32, ir.FloatType())
 
 CPU_PRIMITIVES = SimpleNamespace(
+    mul=mul,
+    add=add,
+    sub=sub,
+    mul32=mul32,
     fma=fma,
     fma32=fma32,
     f64_as_i64=f64_as_i64,

@@ -1,13 +1,23 @@
-"""CUDA kernels: forward, backward and fused, from the one scalar formula source.
+"""CUDA kernels: forward, grad and fused, from the one scalar formula source.
 
 The scalar formulas of :mod:`cbrtgrad.kernels.formulas` are compiled as CUDA
 device functions against :mod:`cbrtgrad.kernels.cuda_primitives`, so a GPU
 (or the simulator) gives the same bits as the numba CPU kernels.
 
-Each kernel is a grid-stride loop over 1-D contiguous arrays with 64-bit
-indices (arrays of more than 2^31 elements work), one kernel per compute dtype
-and compiled lazily per input dtype: float16 inputs are read into the float32
-kernels (the force-fp32 policy) and integer inputs into the float64 ones.
+Each kernel takes bare pointers and an element count, ``(x, y, n)``: three
+kernel parameters instead of seven per array, and no shape or stride to
+marshal per call. A block owns a tile of ``ELEMENTS_PER_THREAD`` times its
+width in elements; each thread loads its elements of the tile (coalesced,
+``width`` apart) before it computes and stores any of them, so several loads
+are in flight per thread: an elementwise kernel with one load per thread is
+latency bound on an H200 (docs/kernels.md, "The CUDA kernels"). Only the
+last tile checks bounds element by element. Tiles past the grid's limit are
+taken by the same blocks in a loop, so arrays of more than 2^31 elements work.
+
+Kernels are compiled per input dtype, on first use, with an explicit
+signature (float16 inputs into the float32 kernels, the force-fp32 policy;
+integers and bools into the float64 ones). Under numba's CUDA simulator the
+same Python functions run on simulator arrays, which index like pointers.
 
 NOTE: importing this module imports ``numba.cuda``; the ``cuda`` backend does
 that only once it knows numba-cuda is installed. ``numba.cuda`` must be a
@@ -17,10 +27,8 @@ the kernels' global ``cuda`` for its fake thread-index API.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from functools import lru_cache
-from types import SimpleNamespace
+from collections.abc import Callable
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -29,112 +37,228 @@ from numba import cuda
 from .cuda_primitives import cuda_primitives, simulating
 from .formulas import make_formulas
 
-#: Threads per block on a GPU: a multiple of the warp size that lets every
-#: multiprocessor hold several blocks (full occupancy of a memory-bound loop).
+#: Threads per block on a GPU: a multiple of the warp size small enough that
+#: a multiprocessor holds several blocks.
 THREADS_PER_BLOCK = 256
 #: The simulator runs every thread of a block as a Python thread: keep it small.
 SIMULATOR_THREADS_PER_BLOCK = 32
+#: Elements each thread loads before it computes (tools/gpu_check.py
+#: --sweep measures the alternatives; docs/kernels.md has the figures).
+ELEMENTS_PER_THREAD = 4
+#: The register cap the kernels are compiled with. NOTE: without one, ptxas
+#: fits the float32 forward into 32 registers (full occupancy) by moving each
+#: load next to its use, so a thread waits for one load at a time; with 64
+#: its loads are issued together (docs/kernels.md, "The CUDA kernels").
+MAX_REGISTERS = 64
+#: The device attributes the launch reads, as numba-cuda names them
+#: (``device.NAME`` is ``CU_DEVICE_ATTRIBUTE_NAME`` of cuda.bindings; the
+#: simulator has none, so tests/backends/test_cuda_ptx.py checks the names).
+DEVICE_ATTRIBUTES = ("MAX_GRID_DIM_X",)
+#: What the simulator stands in for them.
+SIMULATOR_MAX_GRID = 2
 
 
-@dataclass(frozen=True)
-class DeviceLimits:
-    """The device properties the launch configuration is computed from."""
-
-    multiprocessors: int
-    threads_per_multiprocessor: int
-    max_grid_x: int
+def max_grid(device: Any) -> int:
+    """The most blocks a launch may have on ``device`` (its ``MAX_GRID_DIM_X``)."""
+    (name,) = DEVICE_ATTRIBUTES
+    return int(getattr(device, name))
 
 
-#: What the launch configuration assumes under the simulator (it has no
-#: device attributes): two small blocks, so the grid-stride loops are exercised.
-SIMULATOR_LIMITS = DeviceLimits(1, 2 * SIMULATOR_THREADS_PER_BLOCK, 2**31 - 1)
-
-
-def device_limits() -> DeviceLimits:
-    """Read the current device's limits (the simulator's fixed ones under it)."""
-    if simulating():
-        return SIMULATOR_LIMITS
-    device = cuda.get_current_device()
-    return DeviceLimits(
-        int(device.MULTIPROCESSOR_COUNT),
-        int(device.MAX_THREADS_PER_MULTI_PROCESSOR),
-        int(device.MAX_GRID_DIM_X),
-    )
-
-
-def launch_config(n: int, limits: DeviceLimits) -> tuple[int, int]:
-    """``(blocks, threads)`` for ``n`` elements: one wave of resident blocks at most.
-
-    A grid-stride loop needs no more threads than the device holds at once;
-    more blocks would only add scheduling, fewer would leave multiprocessors idle.
+def launch_config(n: int, threads: int, grid_limit: int) -> tuple[int, int]:
+    """``(blocks, threads)`` for ``n`` elements: one tile per block, up to the limit.
 
     Examples
     --------
-    >>> launch_config(10**9, DeviceLimits(132, 2048, 2**31 - 1))  # an H100/H200
-    (1056, 256)
-    >>> launch_config(100, DeviceLimits(132, 2048, 2**31 - 1))
+    >>> launch_config(2**28, 256, 2**31 - 1)  # 2^28 / (256 * 4) tiles
+    (262144, 256)
+    >>> launch_config(100, 256, 2**31 - 1)
     (1, 256)
+    >>> launch_config(10**6, 32, 2)  # the simulator: two blocks loop over the tiles
+    (2, 32)
     """
-    threads = SIMULATOR_THREADS_PER_BLOCK if limits == SIMULATOR_LIMITS else THREADS_PER_BLOCK
-    threads = min(threads, limits.threads_per_multiprocessor)
-    resident = limits.multiprocessors * max(1, limits.threads_per_multiprocessor // threads)
-    blocks = max(1, min(math.ceil(n / threads), resident, limits.max_grid_x))
-    return blocks, threads
+    tile = threads * ELEMENTS_PER_THREAD
+    return max(1, min(-(-n // tile), grid_limit)), threads
 
 
-def _kernels_for(cube_root: Any, cube_root_grad: Any, cast: Any) -> SimpleNamespace:
-    """The three grid-stride kernels of one compute dtype."""
+def _unary(
+    scalar: Callable[..., Any], cast: Any, load_type: Any, per_thread: int
+) -> Callable[..., Any]:
+    """``y[i] = scalar(cast(x[i]))`` over the tiles: the forward kernel."""
 
-    @cuda.jit
-    def forward(x, y):  # type: ignore[no-untyped-def]
-        i = np.int64(cuda.blockIdx.x) * np.int64(cuda.blockDim.x) + np.int64(cuda.threadIdx.x)
-        stride = np.int64(cuda.gridDim.x) * np.int64(cuda.blockDim.x)
-        n = x.shape[0]
-        while i < n:
-            y[i] = cube_root(cast(x[i]))
-            i += stride
+    def kernel(x, y, n):  # type: ignore[no-untyped-def]
+        width = np.int64(cuda.blockDim.x)
+        tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
+        step = np.int64(cuda.gridDim.x) * (width * per_thread)
+        while tile < n:
+            first = tile + cuda.threadIdx.x
+            if first + (per_thread - 1) * width < n:
+                # All loads first: y may be x (out=x), and each thread reads
+                # its own elements before it writes them.
+                held = cuda.local.array(per_thread, load_type)
+                for k in range(per_thread):
+                    held[k] = x[first + k * width]
+                for k in range(per_thread):
+                    y[first + k * width] = scalar(cast(held[k]))
+            else:
+                i = first
+                while i < n:
+                    y[i] = scalar(cast(x[i]))
+                    i += width
+            tile += step
 
-    @cuda.jit
-    def backward(g, y, dx):  # type: ignore[no-untyped-def]
-        i = np.int64(cuda.blockIdx.x) * np.int64(cuda.blockDim.x) + np.int64(cuda.threadIdx.x)
-        stride = np.int64(cuda.gridDim.x) * np.int64(cuda.blockDim.x)
-        n = g.shape[0]
-        while i < n:
-            dx[i] = cube_root_grad(cast(g[i]), cast(y[i]))
-            i += stride
+    return kernel
 
-    @cuda.jit
-    def fused(x, g, y, dx):  # type: ignore[no-untyped-def]
-        i = np.int64(cuda.blockIdx.x) * np.int64(cuda.blockDim.x) + np.int64(cuda.threadIdx.x)
-        stride = np.int64(cuda.gridDim.x) * np.int64(cuda.blockDim.x)
-        n = x.shape[0]
-        while i < n:
-            # y is computed in the compute dtype and stored in it, so dx is
-            # computed from the same bits the unfused backward would read.
-            yv = cube_root(cast(x[i]))
-            y[i] = yv
-            dx[i] = cube_root_grad(cast(g[i]), yv)
-            i += stride
 
-    return SimpleNamespace(forward=forward, backward=backward, fused=fused)
+def _binary(
+    scalar: Callable[..., Any], cast: Any, g_type: Any, y_type: Any, per_thread: int
+) -> Callable[..., Any]:
+    """``dx[i] = scalar(cast(g[i]), cast(y[i]))`` over the tiles: the grad kernel."""
+
+    def kernel(g, y, dx, n):  # type: ignore[no-untyped-def]
+        width = np.int64(cuda.blockDim.x)
+        tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
+        step = np.int64(cuda.gridDim.x) * (width * per_thread)
+        while tile < n:
+            first = tile + cuda.threadIdx.x
+            if first + (per_thread - 1) * width < n:
+                gs = cuda.local.array(per_thread, g_type)
+                ys = cuda.local.array(per_thread, y_type)
+                for k in range(per_thread):
+                    gs[k] = g[first + k * width]
+                    ys[k] = y[first + k * width]
+                for k in range(per_thread):
+                    dx[first + k * width] = scalar(cast(gs[k]), cast(ys[k]))
+            else:
+                i = first
+                while i < n:
+                    dx[i] = scalar(cast(g[i]), cast(y[i]))
+                    i += width
+            tile += step
+
+    return kernel
+
+
+def _fused(
+    forward: Callable[..., Any],
+    grad: Callable[..., Any],
+    cast: Any,
+    x_type: Any,
+    g_type: Any,
+    per_thread: int,
+) -> Callable[..., Any]:
+    """``y = cbrt(x)`` and ``dx = grad(g, y)`` in one pass: the fused kernel."""
+
+    def kernel(x, g, y, dx, n):  # type: ignore[no-untyped-def]
+        width = np.int64(cuda.blockDim.x)
+        tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
+        step = np.int64(cuda.gridDim.x) * (width * per_thread)
+        while tile < n:
+            first = tile + cuda.threadIdx.x
+            if first + (per_thread - 1) * width < n:
+                xs = cuda.local.array(per_thread, x_type)
+                gs = cuda.local.array(per_thread, g_type)
+                for k in range(per_thread):
+                    xs[k] = x[first + k * width]
+                    gs[k] = g[first + k * width]
+                for k in range(per_thread):
+                    # y in the compute dtype, so dx comes from the same bits
+                    # the unfused grad kernel would read.
+                    yv = forward(cast(xs[k]))
+                    y[first + k * width] = yv
+                    dx[first + k * width] = grad(cast(gs[k]), yv)
+            else:
+                i = first
+                while i < n:
+                    yv = forward(cast(x[i]))
+                    y[i] = yv
+                    dx[i] = grad(cast(g[i]), yv)
+                    i += width
+            tile += step
+
+    return kernel
 
 
 @lru_cache(maxsize=1)
-def kernels() -> dict[np.dtype, SimpleNamespace]:
-    """The kernels by compute dtype (float32, float64), built on first use.
+def _formulas() -> Any:
+    return make_formulas(cuda_primitives(), cuda.jit(device=True))
+
+
+def _numba_type(dtype: np.dtype) -> Any:
+    from numba import from_dtype
+
+    return from_dtype(dtype)
+
+
+#: kernel name -> number of inputs (the outputs follow them, then ``n``).
+KERNEL_INPUTS = {"forward": 1, "grad": 2, "fused": 2}
+
+
+def python_kernel(
+    name: str,
+    compute: np.dtype,
+    inputs: tuple[np.dtype, ...],
+    per_thread: int = ELEMENTS_PER_THREAD,
+) -> Any:
+    """The Python function of kernel ``name`` for these input dtypes (not compiled).
+
+    Parameters
+    ----------
+    name : {"forward", "grad", "fused"}
+        Which kernel.
+    compute : numpy.dtype
+        float32 or float64, the dtype it computes in and writes.
+    inputs : tuple of numpy.dtype
+        The dtypes it reads (one for ``forward``, two otherwise).
+    """
+    f = _formulas()
+    single = compute == np.float32
+    cast = np.float32 if single else np.float64
+    forward = f.cube_root_f32 if single else f.cube_root_f64
+    grad = f.cube_root_grad_f32 if single else f.cube_root_grad_f64
+    loads = tuple(_numba_type(dt) for dt in inputs)
+    if name == "forward":
+        return _unary(forward, cast, loads[0], per_thread)
+    if name == "grad":
+        return _binary(grad, cast, loads[0], loads[1], per_thread)
+    return _fused(forward, grad, cast, loads[0], loads[1], per_thread)
+
+
+@cache
+def kernel(
+    name: str,
+    compute: np.dtype,
+    inputs: tuple[np.dtype, ...],
+    per_thread: int = ELEMENTS_PER_THREAD,
+    max_registers: int | None = MAX_REGISTERS,
+) -> Any:
+    """Kernel ``name`` compiled for ``inputs``, writing ``compute`` (cached).
+
+    On a GPU it is compiled eagerly for one signature of pointers, ``void(T_in*
+    ..., T_out* ..., int64)``; under the simulator it is left to type itself
+    on the simulator's arrays.
 
     Returns
     -------
-    dict
-        ``numpy.dtype -> namespace(forward, backward, fused)``; each kernel
-        takes 1-D contiguous device arrays.
+    numba.cuda dispatcher
     """
-    formulas = make_formulas(cuda_primitives(), cuda.jit(device=True))
-    return {
-        np.dtype(np.float32): _kernels_for(
-            formulas.cube_root_f32, formulas.cube_root_grad_f32, np.float32
-        ),
-        np.dtype(np.float64): _kernels_for(
-            formulas.cube_root_f64, formulas.cube_root_grad_f64, np.float64
-        ),
-    }
+    function = python_kernel(name, compute, inputs, per_thread)
+    if simulating():
+        return cuda.jit(function)
+    compile_for = cuda.jit(signature(name, compute, inputs), max_registers=max_registers)  # type: ignore[call-arg]
+    return compile_for(function)
+
+
+def signature(name: str, compute: np.dtype, inputs: tuple[np.dtype, ...]) -> Any:
+    """The pointer signature of kernel ``name`` (what a GPU compiles).
+
+    Examples
+    --------
+    >>> signature("grad", np.dtype(np.float32), (np.dtype(np.float16),) * 2)
+    (float16*, float16*, float32*, int64) -> none
+    """
+    from numba import types
+
+    outputs = 1 if name != "fused" else 2
+    pointers = [types.CPointer(_numba_type(dt)) for dt in inputs]
+    pointers += [types.CPointer(_numba_type(compute))] * outputs
+    return types.void(*pointers, types.int64)

@@ -1,8 +1,18 @@
 """The primitives of :mod:`cbrtgrad.kernels.formulas` for CUDA and its simulator.
 
 On a GPU they are libdevice functions: ``__nv_fma`` and ``__nv_fmaf`` (the
-exact ``fma.rn.f64`` and ``fma.rn.f32`` instructions) and the four bit casts,
-which compile to register moves.
+exact ``fma.rn.f64`` and ``fma.rn.f32`` instructions), the four bit casts,
+which compile to register moves, and ``__nv_dmul_rn``, ``__nv_dadd_rn`` and
+``__nv_fmul_rn`` for every other multiply, add and subtract.
+
+NOTE: with fastmath off numba-cuda passes libNVVM no ``-fma`` option, so
+NVVM's default contraction applies: a plain ``a * b + c`` may become one
+``fma.rn.f64`` (one rounding instead of two), and a PTX ``mul.f64`` followed
+by an ``add.f64`` may still be fused by ptxas. Either would change bits that
+the proofs (and the CPU kernels) round twice. The ``_rn`` functions compile to
+``mul.rn.f64``/``add.rn.f64``, which neither NVVM nor ptxas fuses whatever its
+version; tests/backends/test_cuda_ptx.py checks the LLVM IR, the PTX and the
+SASS of every kernel for it.
 
 Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) device functions are
 plain Python run on numpy scalars, so the primitives are Python too: bit casts
@@ -130,7 +140,27 @@ def _i32_as_f32(i: Any) -> Any:
     return np.array(i, dtype=np.int32).view(np.float32)[()]
 
 
+def _mul(a: Any, b: Any) -> np.float64:
+    return np.float64(a) * np.float64(b)
+
+
+def _add(a: Any, b: Any) -> np.float64:
+    return np.float64(a) + np.float64(b)
+
+
+def _sub(a: Any, b: Any) -> np.float64:
+    return np.float64(a) - np.float64(b)
+
+
+def _mul32(a: Any, b: Any) -> np.float32:
+    return np.float32(a) * np.float32(b)
+
+
 SIMULATOR_PRIMITIVES = SimpleNamespace(
+    mul=_mul,
+    add=_add,
+    sub=_sub,
+    mul32=_mul32,
     fma=exact_fma,
     fma32=exact_fma32,
     f64_as_i64=_f64_as_i64,
@@ -142,9 +172,21 @@ SIMULATOR_PRIMITIVES = SimpleNamespace(
 
 def device_primitives() -> SimpleNamespace:
     """The libdevice primitives for real CUDA kernels (needs numba-cuda)."""
+    from numba import cuda
     from numba.cuda import libdevice
 
+    @cuda.jit(device=True)
+    def sub(a, b):  # type: ignore[no-untyped-def]
+        # NOTE: numba-cuda binds no __nv_dsub_rn; a - b is a + (-b) in IEEE
+        # arithmetic (negation is exact), the same bits for every operand
+        # but the sign of a nan coming from b, which no formula lets reach it.
+        return libdevice.dadd_rn(a, -b)
+
     return SimpleNamespace(
+        mul=libdevice.dmul_rn,
+        add=libdevice.dadd_rn,
+        sub=sub,
+        mul32=libdevice.fmul_rn,
         fma=libdevice.fma,
         fma32=libdevice.fmaf,
         f64_as_i64=libdevice.double_as_longlong,

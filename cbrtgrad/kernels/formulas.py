@@ -241,6 +241,10 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
     exact_rounding = make_exact_rounding(prims, jit)
     above_midpoint_cubed = exact_rounding.above_midpoint_cubed
     above_midpoint_times_square = exact_rounding.above_midpoint_times_square
+    mul = prims.mul
+    add = prims.add
+    sub = prims.sub
+    mul32 = prims.mul32
     f64_as_i64 = prims.f64_as_i64
     i64_as_f64 = prims.i64_as_f64
     f32_as_i32 = prims.f32_as_i32
@@ -262,13 +266,13 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # polynomial 1 + e Q(e) (see the coefficients' NOTE). ax r0 and r0^2
         # stay normal up to the largest float64: no rescaling.
         r = inverse_cbrt_guess_f64(ax)
-        e = fma(ax * r, r * r, -1.0)
+        e = fma(mul(ax, r), mul(r, r), -1.0)
         q = fma(e, _Q5, _Q4)
         q = fma(e, q, _Q3)
         q = fma(e, q, _Q2)
         q = fma(e, q, _Q1)
         q = fma(e, q, _Q0)
-        return fma(r * e, q, r)
+        return fma(mul(r, e), q, r)
 
     @jit
     def scaled_input_f64(x):  # type: ignore[no-untyped-def]
@@ -286,7 +290,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # microcode assist of about 100 cycles for each (see the constants).
         subnormal = iax < _MIN_NORMAL64
         offset_bits = (iax & _SIGNIFICAND64) | _SUBNORMAL_EXPONENT
-        from_subnormal = i64_as_f64(offset_bits) - _SUBNORMAL_OFFSET
+        from_subnormal = sub(i64_as_f64(offset_bits), _SUBNORMAL_OFFSET)
         scaled = i64_as_f64(iax + (_UP_EXPONENT if tiny else np.int64(0)))
         ax = from_subnormal if subnormal else scaled
         return ix, sign, special, tiny, ax
@@ -297,9 +301,9 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # ax^(-1/3), and the residual ax - y0^3 almost exactly (a + b = y0^2
         # exactly, ax - y0 a exact inside the fma).
         r = inverse_cbrt_f64(ax)
-        r2 = r * r
-        y0 = ax * r2
-        a = y0 * y0
+        r2 = mul(r, r)
+        y0 = mul(ax, r2)
+        a = mul(y0, y0)
         b = fma(y0, y0, -a)
         residual = fma(-y0, b, fma(-y0, a, ax))
         return r, r2, y0, residual
@@ -310,8 +314,8 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # the Halley-order correction c = t + 2 t^2 r with
         # t = residual r^2 / 3.
         r, r2, y0, residual = cube_root_residual_f64(ax)
-        t = residual * (r2 * _THIRD)
-        c = fma(t * (r + r), t, t)
+        t = mul(residual, mul(r2, _THIRD))
+        c = fma(mul(t, add(r, r)), t, t)
         return y0, c
 
     @jit
@@ -349,8 +353,8 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # The tiny lanes get a tolerance of 1.0 (their operand is 1.0), which
         # makes them fail the test: one select rather than a flag of their own.
         tol = 1.0 if unusual ^ special else _ROUNDING_TOLERANCE
-        up = y0 + fma(y0, tol, c)
-        down = y0 + fma(-y0, tol, c)
+        up = add(y0, fma(y0, tol, c))
+        down = add(y0, fma(-y0, tol, c))
         # NOTE: hard is the xor of the two patterns (nonzero when they
         # differ), a 64-bit lane like the data: a loop or-ing it up needs no
         # packing of compare masks (measured, docs/kernels.md).
@@ -374,13 +378,13 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # bits as cube_root_parts_f64's c, 4 % faster on AVX-512 (Zen 4). The
         # full fast path keeps c: there tol y0 is a multiply, and the halving
         # would move one more operation onto the multiply pipes.
-        t2 = residual * (r2 * _TWO_THIRDS)
-        c2 = fma(t2 * r, t2, t2)
+        t2 = mul(residual, mul(r2, _TWO_THIRDS))
+        c2 = fma(mul(t2, r), t2, t2)
         # 2^-77 y0 by the exponent field, exactly (y0 >= 2^-267 here): an
         # integer operation, off the multiply pipes that bound this loop.
         tol = i64_as_f64(f64_as_i64(y0) - _TOLERANCE_EXPONENT)
-        up = y0 + fma(c2, 0.5, tol)
-        down = y0 + fma(c2, 0.5, -tol)
+        up = add(y0, fma(c2, 0.5, tol))
+        down = add(y0, fma(c2, 0.5, -tol))
         iy = f64_as_i64(up)
         return i64_as_f64(iy | sign), iy ^ f64_as_i64(down)
 
@@ -392,8 +396,8 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # ax - m^3 at their midpoint m decides (kernels/exact_rounding.py).
         ix, sign, special, tiny, ax = scaled_input_f64(x)
         y0, c = cube_root_parts_f64(ax)
-        hi = y0 + c
-        lo = c - (hi - y0)  # exact: |y0| >= |c|
+        hi = add(y0, c)
+        lo = sub(c, sub(hi, y0))  # exact: |y0| >= |c|
         step = np.int64(1) if lo > 0.0 else np.int64(-1)
         neighbour = i64_as_f64(f64_as_i64(hi) + step)
         lower = min(hi, neighbour)
@@ -415,9 +419,9 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # r (4 - xs r^3) / 3 (xs r^3 as (xs r) r^2, never subnormal), with
         # -0.0069938 <= xs r^3 - 1 <= 5.4e-7 for every such xs
         # (tools/fit_cbrt_f32_series.py measures it).
-        guess = _INV_CBRT_MAGIC32 - np.int32(np.float32(f32_as_i32(xs)) * _THIRD32)
+        guess = _INV_CBRT_MAGIC32 - np.int32(mul32(np.float32(f32_as_i32(xs)), _THIRD32))
         r = i32_as_f32(np.int32(guess))
-        return r * fma32((xs * r) * (r * r), _MINUS_THIRD32, _FOUR_THIRDS32)
+        return mul32(r, fma32(mul32(mul32(xs, r), mul32(r, r)), _MINUS_THIRD32, _FOUR_THIRDS32))
 
     @jit
     def cube_root_f32(x):  # type: ignore[no-untyped-def]
@@ -436,7 +440,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # xs = 2^48 |x|, and its root, 2^16 times too large, is scaled back by
         # an integer subtraction from the float32 result's exponent field.
         subnormal = normal < _MIN_NORMAL32
-        xs = np.float32(normal) * _SUBNORMAL_UP32 if subnormal else i32_as_f32(normal)
+        xs = mul32(np.float32(normal), _SUBNORMAL_UP32) if subnormal else i32_as_f32(normal)
         # The last step of every lane is one integer added to the bits of the
         # root of xs, chosen here. For finite nonzero x it is the sign and the
         # subnormal rescaling. For a clamped lane the root of xs is a known
@@ -461,14 +465,14 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # with u = xs r^3 = 1 + e, P the minimax quadratic of u^(-2/3).
         ax = np.float64(xs)
         rd = np.float64(r)
-        y0 = ax * (rd * rd)
-        u = y0 * rd
-        y1 = y0 * fma(u, fma(u, _P2, _P1), _P0)
+        y0 = mul(ax, mul(rd, rd))
+        u = mul(y0, rd)
+        y1 = mul(y0, fma(u, fma(u, _P2, _P1), _P0))
         # Step 3: t or t + ulp, by the sign of x - m^3 (its sign bit: a
         # select on it is one blend, a comparison with 0.0 three operations).
         t = f64_as_i64(y1) & _FLOAT32_PRECISION_MASK
         m = i64_as_f64(t | _HALF_ULP32_AS_I64)
-        above = f64_as_i64(fma(-(m * m), m, ax)) >= np.int64(0)
+        above = f64_as_i64(fma(-mul(m, m), m, ax)) >= np.int64(0)
         t = t + _ULP32_AS_I64 if above else t
         iy = np.int32(f32_as_i32(np.float32(i64_as_f64(t))))
         return i32_as_f32(np.int32(np.int64(iy) + adjust))
@@ -491,17 +495,17 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         ay = f64_as_i64(y) & _ABS64
         in_range = (ay >= _GRAD_LO64) & (ay < _GRAD_HI64)
         ys = y if in_range else 1.0
-        a = ys * ys
+        a = mul(ys, ys)
         b = fma(ys, ys, -a)
-        big = 3.0 * a
+        big = mul(3.0, a)
         big_lo = fma(3.0, b, fma(3.0, a, -big))
-        reciprocal = 1.0 / (big if in_range else 3.0 * (y * y))
-        q = g * reciprocal
+        reciprocal = 1.0 / (big if in_range else mul(3.0, mul(y, y)))
+        q = mul(g, reciprocal)
         aq = f64_as_i64(q) & _ABS64
         use = in_range & (np.uint64(aq - np.int64(1)) < np.uint64(_INF64 - np.int64(1)))
         qs = q if use else 0.0
         residual = fma(-qs, big_lo, fma(-qs, big, g if use else 0.0))
-        t = residual * (reciprocal if use else 0.0)
+        t = mul(residual, reciprocal if use else 0.0)
         return q, t, use
 
     @jit
@@ -510,8 +514,8 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # is the correctly rounded quotient. Other lanes run on 1.0 and 0.0.
         qs = q if use else 1.0
         ts = t if use else 0.0
-        tolerance = abs(qs) * _GRAD_TOLERANCE
-        return qs + (ts + tolerance), qs + (ts - tolerance)
+        tolerance = mul(abs(qs), _GRAD_TOLERANCE)
+        return add(qs, add(ts, tolerance)), add(qs, sub(ts, tolerance))
 
     @jit
     def cube_root_grad_f64_fast(g, y):  # type: ignore[no-untyped-def]
@@ -522,7 +526,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         q, t, use = grad_parts_f64(g, y)
         up, down = grad_bracket_f64(q, t, use)
         # Select rather than rely on q + 0.0: that turns -0.0 into +0.0.
-        return (q + t) if use else q, up != down
+        return add(q, t) if use else q, up != down
 
     @jit
     def cube_root_grad_f64_exact(g, y):  # type: ignore[no-untyped-def]
@@ -537,7 +541,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         aq = f64_as_i64(q) & _ABS64
         exact_ok = use & (ag >= _GRAD_EXACT_LO64) & (aq >= _GRAD_EXACT_LO64) & (aq < _GRAD_Q_HI64)
         if not exact_ok:
-            return (q + t) if use else q
+            return add(q, t) if use else q
         lower = min(abs(up), abs(down))
         upper = max(abs(up), abs(down))
         above = above_midpoint_times_square(abs(g), lower, upper, abs(y))
@@ -575,7 +579,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # The quotient q64 (error 2^-53) only locates the answer, which
         # round_quotient_f32 decides exactly.
         yd = np.float64(y)
-        big = 3.0 * (yd * yd)  # exact: 3 times a 48-bit square
+        big = mul(3.0, mul(yd, yd))  # exact: 3 times a 48-bit square
         q64 = np.float64(g) / big
         # Below 2^-126 the result is a float32 subnormal, on a coarser grid
         # than the test's: there q64 is rounded directly (exact ties, which
@@ -600,7 +604,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Simpl
         # it rounds q64 once too below 2^-126 and on overflow, and its nans
         # carry g's sign, as here (a 0/0 nan would carry the CPU's).
         yd = np.float64(y)
-        q64 = np.float64(g) / (3.0 * (yd * yd))
+        q64 = np.float64(g) / mul(3.0, mul(yd, yd))
         midpoint = (f64_as_i64(q64) & _BELOW_FLOAT32_PRECISION) == _HALF_ULP32_AS_I64
         magnitude = f32_as_i32(np.float32(q64)) & _ABS32
         result = i32_as_f32(np.int32(magnitude | (f32_as_i32(g) & _SIGN32)))

@@ -92,14 +92,35 @@ def test_bad_input_is_a_clear_error():
         gpu.cube_root_and_grad(d, d, out=cuda.device_array((4, 4)))
 
 
-def test_launch_config_from_device_limits():
-    from cbrtgrad.kernels.cuda import DeviceLimits, launch_config
+def test_launch_config_one_tile_per_block_up_to_the_grid_limit():
+    from cbrtgrad.kernels.cuda import ELEMENTS_PER_THREAD, launch_config
 
-    h200 = DeviceLimits(132, 2048, 2**31 - 1)
-    assert launch_config(2**28, h200) == (132 * 8, 256)
-    assert launch_config(2**33, h200) == (132 * 8, 256)  # > 2^31 elements: grid-stride
-    assert launch_config(1, h200) == (1, 256)
-    assert launch_config(10**6, DeviceLimits(2, 1024, 3)) == (3, 256)
+    tile = 256 * ELEMENTS_PER_THREAD
+    assert launch_config(2**28, 256, 2**31 - 1) == (2**28 // tile, 256)
+    assert launch_config(2**28 + 1, 256, 2**31 - 1) == (2**28 // tile + 1, 256)
+    assert launch_config(2**44, 256, 2**31 - 1) == (2**31 - 1, 256)  # blocks loop over tiles
+    assert launch_config(1, 256, 2**31 - 1) == (1, 256)
+    assert launch_config(10**6, 256, 3) == (3, 256)
+
+
+@pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+@pytest.mark.parametrize("n", [0, 1, 127, 128, 129, 255, 256, 257, 300, 777])
+def test_every_tile_shape_and_in_place(n):
+    # The simulator's grid is 2 blocks of 32 threads, 4 elements each (tiles
+    # of 128): full tiles, a short last tile, the blocks' loop over tiles,
+    # and out=x (each thread loads its elements before it stores them).
+    x = cases(np.float64, max(n, 1))[:n].copy()
+    g = np.linspace(-3.0, 3.0, n)
+    with np.errstate(all="ignore"):
+        y_ref = cpu.cube_root(x)
+        dx_ref = cpu.cube_root_grad(g, y_ref)
+    xd = cuda.to_device(x)
+    assert gpu.cube_root(xd, out=xd) is xd
+    assert same_bits(xd.copy_to_host(), y_ref)
+    gd = cuda.to_device(g)
+    assert same_bits(gpu.cube_root_grad(gd, xd, out=gd).copy_to_host(), dx_ref)
+    yf, dxf = gpu.cube_root_and_grad(cuda.to_device(x), cuda.to_device(g))
+    assert same_bits(yf.copy_to_host(), y_ref) and same_bits(dxf.copy_to_host(), dx_ref)
 
 
 def test_simulator_fma_is_exact():

@@ -1,0 +1,189 @@
+"""What only a GPU would show, checked without one: compiled code, names, toolchain.
+
+The simulator runs the kernels as Python, so it never compiles them, reads a
+device attribute or launches through the driver. Here the real kernels are
+compiled for an H100/H200 (sm_90) with libNVVM, NVRTC, ptxas and cuobjdump
+from the CUDA toolkit wheels (the test extra installs them), in a subprocess
+with the simulator off and a stand-in for the current device (the only thing
+a compile asks of one), and checked for what the proofs assume: every float
+multiply, add and subtract rounded on its own, nothing fused that the CPU
+kernels do not fuse, whatever the ptxas version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("numba_cuda", reason="numba-cuda is not installed")
+
+_COMPILE = r"""
+import json, os, re, sys
+os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+from types import SimpleNamespace
+import numpy as np
+import numba.cuda.dispatcher as dispatcher
+# NOTE: a device-function compile asks numba-cuda for the current device's
+# compute capability; there is no GPU here, so stand one in.
+dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=(9, 0))
+from numba.cuda.compiler import compile_cuda
+from numba import cuda, types
+from cbrtgrad.kernels import cuda as kernels
+out = {}
+f16, f32, f64 = (np.dtype(t) for t in ("float16", "float32", "float64"))
+for name, compute, inputs in [
+    ("forward", f32, (f32,)), ("forward", f64, (f64,)), ("forward", f32, (f16,)),
+    ("grad", f32, (f32, f32)), ("grad", f64, (f64, f64)),
+    ("fused", f32, (f32, f32)), ("fused", f64, (f64, f64)),
+]:
+    fn = kernels.python_kernel(name, compute, inputs)
+    sig = kernels.signature(name, compute, inputs)
+    ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
+    cres = compile_cuda(fn, types.void, sig.args, cc=(9, 0), nvvm_options={"opt": 3})
+    ir = "\n".join(str(m) for m in cres.library.modules)
+    out[f"{name}_{compute}_{'_'.join(map(str, inputs))}"] = {"ptx": ptx, "ir": ir}
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, dict[str, str]]:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPILE], capture_output=True, text=True, env=env, check=False
+    )
+    if done.returncode != 0 and ("libNVVM" in done.stderr or "NVRTC" in done.stderr):
+        pytest.skip(f"no libNVVM/NVRTC here: {done.stderr.strip().splitlines()[-1]}")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+_FLOAT_OP = re.compile(r"=\s*(fmul|fadd|fsub)\b[^\n]*?\b(double|float|half)\b([^\n]*)")
+
+
+def test_no_float_operation_nvvm_could_contract(compiled):
+    # The LLVM IR handed to libNVVM (kernel and every device function it
+    # links): no fmul, fadd or fsub on floats, which NVVM's default contraction
+    # could fuse into an fma, only libdevice's _rn calls; an fsub from -0.0
+    # is a negation (exact, and nothing to fuse it with).
+    for name, code in compiled.items():
+        for op, _, rest in _FLOAT_OP.findall(code["ir"]):
+            assert op == "fsub" and rest.strip().startswith("0x8000000000000000,"), (name, rest)
+        assert "__nv_dmul_rn" in code["ir"] or "__nv_fmul_rn" in code["ir"], name
+
+
+def test_every_float_operation_in_the_ptx_is_rounded_on_its_own(compiled):
+    # ptxas may fuse a PTX mul.f64 and add.f64 into a DFMA; it never fuses
+    # one with an explicit rounding mode (.rn). The fmas are the formulas' own.
+    for name, code in compiled.items():
+        ops = re.findall(r"\b(mul|add|sub|fma)((?:\.\w+)*)\.(f32|f64)\b", code["ptx"])
+        assert ops, name
+        for op, modifiers, _ in ops:
+            assert ".rn" in modifiers, (name, op, modifiers)
+
+
+def _tool(name: str) -> str:
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+    except ImportError:
+        pytest.skip("cuda-pathfinder is not installed")
+    path = find_nvidia_binary_utility(name)
+    if path is None:
+        pytest.skip(f"{name} (CUDA toolkit wheels) is not installed")
+    return str(path)
+
+
+def _sass(ptx: str, tmp_path, *options: str) -> list[str]:
+    source = tmp_path / "kernel.ptx"
+    source.write_text(ptx)
+    cubin = tmp_path / "kernel.cubin"
+    subprocess.run(
+        [_tool("ptxas"), "-arch=sm_90", *options, str(source), "-o", str(cubin)], check=True
+    )
+    dump = subprocess.run(
+        [_tool("cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True, check=True
+    ).stdout
+    # The instructions alone, without addresses and encodings.
+    return re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*);", dump)
+
+
+def test_ptxas_fuses_nothing_whatever_its_setting(compiled, tmp_path):
+    # The SASS is the same with ptxas's contraction on (its default) and off:
+    # nothing in the PTX is left for it to fuse, so the bits cannot depend on
+    # the ptxas version the driver or the toolkit brings.
+    for name, code in compiled.items():
+        default = _sass(code["ptx"], tmp_path)
+        assert any(op.startswith(("DFMA", "FFMA")) for op in default), name
+        assert default == _sass(code["ptx"], tmp_path, "--fmad=false"), name
+
+
+def test_the_sass_check_sees_a_contraction(compiled, tmp_path):
+    # The gradient kernel with the rounding modes taken off its multiplies
+    # and adds (what NVVM emits for plain * and +): now ptxas fuses some of
+    # them (the rounding test's tolerance, 2^-98 |q|, into t + tolerance), and
+    # the check above would fail.
+    ptx = compiled["grad_float64_float64_float64"]["ptx"]
+    plain = re.sub(r"\b(mul|add)\.rn\.f64\b", r"\1.f64", ptx)
+    assert _sass(plain, tmp_path) != _sass(plain, tmp_path, "--fmad=false")
+
+
+_NAMES = """
+import os
+os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+from cuda.bindings import driver
+from cuda.core import Stream
+from numba import cuda
+from numba.cuda.dispatcher import _Kernel
+from cbrtgrad.kernels.cuda import DEVICE_ATTRIBUTES
+enum = driver.CUdevice_attribute
+print([name for name in DEVICE_ATTRIBUTES if not hasattr(enum, "CU_DEVICE_ATTRIBUTE_" + name)])
+print(hasattr(enum, "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTI_PROCESSOR"))
+print(all(map(callable, [_Kernel.launch, Stream.from_handle, cuda.external_stream])))
+"""
+
+
+def test_device_attributes_and_driver_names_exist():
+    # numba-cuda reads device.NAME as CU_DEVICE_ATTRIBUTE_NAME of
+    # cuda.bindings (the simulator has none, so only this sees a wrong name:
+    # MAX_THREADS_PER_MULTI_PROCESSOR broke every call on a real H200), and
+    # the launch path uses a compiled kernel's launch with bare pointers on a
+    # cuda.core stream made from the caller's handle.
+    done = subprocess.run(
+        [sys.executable, "-c", _NAMES], capture_output=True, text=True, check=True
+    )
+    missing, old_name_exists, launch_names = done.stdout.split("\n")[:3]
+    assert missing == "[]"
+    assert old_name_exists == "False"  # the check would have caught the old name
+    assert launch_names == "True"
+
+
+_PROBE = """
+import os, sys
+os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+import numpy as np
+if sys.argv[1] == "without-row_stack":
+    del np.row_stack  # what numpy 2.5 did
+from cbrtgrad.backends.cuda import CudaBackend, toolchain_problem
+print(toolchain_problem())
+print(CudaBackend().availability())
+"""
+
+
+@pytest.mark.parametrize("numpy_like", ["as-installed", "without-row_stack"])
+def test_availability_names_a_numpy_numba_cuda_pair_that_cannot_compile(numpy_like):
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, numpy_like], capture_output=True, text=True, check=True
+    )
+    problem, status = done.stdout.strip().splitlines()
+    if numpy_like == "as-installed":
+        assert problem == "None"  # the test extra installs a pair that compiles
+        assert "numpy" not in status
+    else:
+        assert "cannot compile kernels with numpy" in problem and "numpy<2.5" in problem
+        assert "issue 907" in problem
+        assert status.startswith("Availability(available=False") and "numpy<2.5" in status
