@@ -102,9 +102,11 @@ def device_dtype(value: Any) -> np.dtype:
         For a PyTorch dtype numpy has no equivalent of (``bfloat16``, complex
         half, ...), naming it.
     """
-    dtype = value.dtype
+    dtype = getattr(value, "dtype", None)
     if isinstance(dtype, np.dtype):
         return dtype
+    if dtype is None:  # a bare __cuda_array_interface__: its typestr says
+        return np.dtype(value.__cuda_array_interface__["typestr"])
     if type(value).__module__.startswith("torch"):
         found = torch_dtypes().get(dtype)
         if found is None:

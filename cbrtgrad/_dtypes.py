@@ -135,7 +135,7 @@ def dtype_of(value: Any) -> np.dtype:
     dt = getattr(value, "dtype", None)
     if isinstance(dt, np.dtype):
         return dt
-    if dt is not None and is_device_array(value):
+    if is_device_array(value):
         return device_dtype(value)  # a PyTorch tensor's dtype is PyTorch's own
     return np.asarray(value).dtype
 

@@ -207,7 +207,9 @@ class CudaBackend:
             blocks, threads = kernels.launch_config(
                 n, kernels.SIMULATOR_THREADS_PER_BLOCK, kernels.SIMULATOR_MAX_GRID
             )
-            dispatcher[blocks, threads, numba_stream](*[o.array for o in operands], n)
+            # float16 is read as its bits, as on a GPU (kernels.load_dtype).
+            flat = [o.array.view(kernels.load_dtype(o.dtype)) for o in operands]
+            dispatcher[blocks, threads, numba_stream](*flat, n)
             return
         device = operands[0].device
         if any(o.device != device for o in operands):

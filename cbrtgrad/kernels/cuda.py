@@ -15,8 +15,9 @@ last tile checks bounds element by element. Tiles past the grid's limit are
 taken by the same blocks in a loop, so arrays of more than 2^31 elements work.
 
 Kernels are compiled per input dtype, on first use, with an explicit
-signature (float16 inputs into the float32 kernels, the force-fp32 policy;
-integers and bools into the float64 ones). Under numba's CUDA simulator the
+signature (float16 inputs into the float32 kernels, the force-fp32 policy,
+read as their bits: see :func:`_half_readers`; integers and bools into the
+float64 ones). Under numba's CUDA simulator the
 same Python functions run on simulator arrays, which index like pointers.
 
 NOTE: importing this module imports ``numba.cuda``; the ``cuda`` backend does
@@ -81,9 +82,9 @@ def launch_config(n: int, threads: int, grid_limit: int) -> tuple[int, int]:
 
 
 def _unary(
-    scalar: Callable[..., Any], cast: Any, load_type: Any, per_thread: int
+    scalar: Callable[..., Any], read: Any, load_type: Any, per_thread: int
 ) -> Callable[..., Any]:
-    """``y[i] = scalar(cast(x[i]))`` over the tiles: the forward kernel."""
+    """``y[i] = scalar(read(x[i]))`` over the tiles: the forward kernel."""
 
     def kernel(x, y, n):  # type: ignore[no-untyped-def]
         width = np.int64(cuda.blockDim.x)
@@ -98,11 +99,11 @@ def _unary(
                 for k in range(per_thread):
                     held[k] = x[first + k * width]
                 for k in range(per_thread):
-                    y[first + k * width] = scalar(cast(held[k]))
+                    y[first + k * width] = scalar(read(held[k]))
             else:
                 i = first
                 while i < n:
-                    y[i] = scalar(cast(x[i]))
+                    y[i] = scalar(read(x[i]))
                     i += width
             tile += step
 
@@ -110,9 +111,14 @@ def _unary(
 
 
 def _binary(
-    scalar: Callable[..., Any], cast: Any, g_type: Any, y_type: Any, per_thread: int
+    scalar: Callable[..., Any],
+    read_g: Any,
+    read_y: Any,
+    g_type: Any,
+    y_type: Any,
+    per_thread: int,
 ) -> Callable[..., Any]:
-    """``dx[i] = scalar(cast(g[i]), cast(y[i]))`` over the tiles: the grad kernel."""
+    """``dx[i] = scalar(read_g(g[i]), read_y(y[i]))`` over the tiles: the grad kernel."""
 
     def kernel(g, y, dx, n):  # type: ignore[no-untyped-def]
         width = np.int64(cuda.blockDim.x)
@@ -127,11 +133,11 @@ def _binary(
                     gs[k] = g[first + k * width]
                     ys[k] = y[first + k * width]
                 for k in range(per_thread):
-                    dx[first + k * width] = scalar(cast(gs[k]), cast(ys[k]))
+                    dx[first + k * width] = scalar(read_g(gs[k]), read_y(ys[k]))
             else:
                 i = first
                 while i < n:
-                    dx[i] = scalar(cast(g[i]), cast(y[i]))
+                    dx[i] = scalar(read_g(g[i]), read_y(y[i]))
                     i += width
             tile += step
 
@@ -141,7 +147,8 @@ def _binary(
 def _fused(
     forward: Callable[..., Any],
     grad: Callable[..., Any],
-    cast: Any,
+    read_x: Any,
+    read_g: Any,
     x_type: Any,
     g_type: Any,
     per_thread: int,
@@ -163,15 +170,15 @@ def _fused(
                 for k in range(per_thread):
                     # y in the compute dtype, so dx comes from the same bits
                     # the unfused grad kernel would read.
-                    yv = forward(cast(xs[k]))
+                    yv = forward(read_x(xs[k]))
                     y[first + k * width] = yv
-                    dx[first + k * width] = grad(cast(gs[k]), yv)
+                    dx[first + k * width] = grad(read_g(gs[k]), yv)
             else:
                 i = first
                 while i < n:
-                    yv = forward(cast(x[i]))
+                    yv = forward(read_x(x[i]))
                     y[i] = yv
-                    dx[i] = grad(cast(g[i]), yv)
+                    dx[i] = grad(read_g(g[i]), yv)
                     i += width
             tile += step
 
@@ -183,10 +190,68 @@ def _formulas() -> Any:
     return make_formulas(cuda_primitives(), cuda.jit(device=True))
 
 
+@lru_cache(maxsize=1)
+def _half_readers() -> tuple[Any, Any]:
+    """float16 bit patterns to float32 and to float64, as numpy converts them.
+
+    NOTE: a GPU's float16 -> float32 conversion (``cvt.f32.f16``) returns the
+    canonical nan for every nan; numpy (and so the CPU backends) keeps the
+    payload. The kernels read float16 as its 16 bits and convert them in
+    integers (exact for every pattern; a subnormal by its significand as an
+    integer, 2^24 times its value), so that all 65,536 inputs give the CPU's
+    bits (tools/gpu_check.py checks them on a GPU).
+    """
+    prims = cuda_primitives()
+    f32_as_i32, i32_as_f32 = prims.f32_as_i32, prims.i32_as_f32
+
+    @cuda.jit(device=True)
+    def half_to_single(bits):  # type: ignore[no-untyped-def]
+        h = np.int64(bits)
+        sign = (h & np.int64(0x8000)) << np.int64(16)
+        exponent = (h >> np.int64(10)) & np.int64(0x1F)
+        significand = h & np.int64(0x3FF)
+        if exponent == np.int64(0x1F):  # inf and nan: the payload kept
+            pattern = sign | np.int64(0x7F800000) | (significand << np.int64(13))
+        elif exponent != np.int64(0):
+            pattern = sign | ((exponent + np.int64(112)) << np.int64(23))
+            pattern |= significand << np.int64(13)
+        elif significand != np.int64(0):  # 2^-24 times the significand: 24 off its exponent
+            scaled = np.int64(f32_as_i32(np.float32(significand)))
+            pattern = sign | (scaled - np.int64(24 << 23))
+        else:
+            pattern = sign
+        return i32_as_f32(np.int32(pattern))
+
+    @cuda.jit(device=True)
+    def half_to_double(bits):  # type: ignore[no-untyped-def]
+        return np.float64(half_to_single(bits))
+
+    return half_to_single, half_to_double
+
+
 def _numba_type(dtype: np.dtype) -> Any:
     from numba import from_dtype
 
-    return from_dtype(dtype)
+    return from_dtype(load_dtype(dtype))
+
+
+def load_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a kernel loads for an input of ``dtype``: float16 as its bits.
+
+    Examples
+    --------
+    >>> load_dtype(np.dtype(np.float16)), load_dtype(np.dtype(np.float32))
+    (dtype('uint16'), dtype('float32'))
+    """
+    return np.dtype(np.uint16) if dtype == np.float16 else dtype
+
+
+def _reader(dtype: np.dtype, compute: np.dtype) -> Any:
+    # What turns a loaded element of ``dtype`` into the compute dtype.
+    if dtype == np.float16:
+        to_single, to_double = _half_readers()
+        return to_single if compute == np.float32 else to_double
+    return np.float32 if compute == np.float32 else np.float64
 
 
 #: kernel name -> number of inputs (the outputs follow them, then ``n``).
@@ -212,15 +277,15 @@ def python_kernel(
     """
     f = _formulas()
     single = compute == np.float32
-    cast = np.float32 if single else np.float64
     forward = f.cube_root_f32 if single else f.cube_root_f64
     grad = f.cube_root_grad_f32 if single else f.cube_root_grad_f64
     loads = tuple(_numba_type(dt) for dt in inputs)
+    reads = tuple(_reader(dt, compute) for dt in inputs)
     if name == "forward":
-        return _unary(forward, cast, loads[0], per_thread)
+        return _unary(forward, reads[0], loads[0], per_thread)
     if name == "grad":
-        return _binary(grad, cast, loads[0], loads[1], per_thread)
-    return _fused(forward, grad, cast, loads[0], loads[1], per_thread)
+        return _binary(grad, reads[0], reads[1], loads[0], loads[1], per_thread)
+    return _fused(forward, grad, reads[0], reads[1], loads[0], loads[1], per_thread)
 
 
 @cache
@@ -254,11 +319,11 @@ def signature(name: str, compute: np.dtype, inputs: tuple[np.dtype, ...]) -> Any
     Examples
     --------
     >>> signature("grad", np.dtype(np.float32), (np.dtype(np.float16),) * 2)
-    (float16*, float16*, float32*, int64) -> none
+    (uint16*, uint16*, float32*, int64) -> none
     """
     from numba import types
 
     outputs = 1 if name != "fused" else 2
     pointers = [types.CPointer(_numba_type(dt)) for dt in inputs]
-    pointers += [types.CPointer(_numba_type(compute))] * outputs
+    pointers += [types.CPointer(_numba_type(compute))] * outputs  # float32 or float64
     return types.void(*pointers, types.int64)

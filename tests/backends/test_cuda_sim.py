@@ -189,3 +189,22 @@ def test_host_backends_refuse_simulator_device_arrays(name):
         cbrtgrad.cbrt(x, backend=name)
     # The automatic choice sends them to the device, where the result stays.
     assert is_device_array(cbrtgrad.cbrt(x))
+
+
+def test_float16_bits_read_as_numpy_converts_them_all_65536():
+    # A GPU's cvt.f32.f16 makes every nan the canonical one; the kernels read
+    # float16 as bits and convert in integers, as numpy does (payloads kept).
+    from cbrtgrad.kernels.cuda import _half_readers
+
+    to_single, to_double = _half_readers()
+    bits = np.arange(2**16, dtype=np.uint16)
+    want = bits.view(np.float16).astype(np.float32)
+    got = np.array([to_single(b) for b in bits], dtype=np.float32)
+    assert same_bits(got, want)
+    with np.errstate(invalid="ignore"):  # signaling nans are quieted, by both
+        wide = want[::97].astype(np.float64)
+        assert same_bits(np.array([to_double(b) for b in bits[::97]]), wide)
+    # Through a kernel too: nans with payloads, subnormals, infinities, zeros.
+    h = bits[(bits % 61 == 0) | (bits >= 0xFC00) | (bits < 0x0400)].view(np.float16)
+    with np.errstate(all="ignore"):
+        assert same_bits(cbrtgrad.cbrt(cuda.to_device(h)).copy_to_host(), cbrtgrad.cbrt(h))
