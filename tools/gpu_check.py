@@ -357,7 +357,26 @@ def call_cost() -> list[dict[str, Any]]:
             pass
         for name, run in cases.items():
             rows.append({"elements": n, "call": name, "us": _per_call_us(run)})
+    _profile_one_call(cupy.linspace(-8, 8, 1000, dtype=cupy.float32))
     return rows
+
+
+def _profile_one_call(x: Any) -> None:
+    """Where the time of ``cbrtgrad.cbrt(cupy array)`` goes (the ten costliest functions)."""
+    import cProfile
+    import io
+    import pstats
+
+    import cbrtgrad
+
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(2000):
+        cbrtgrad.cbrt(x)
+    profile.disable()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(10)
+    print("\n".join(line for line in text.getvalue().splitlines() if line.strip())[-2500:])
 
 
 def sweep(log2_size: int, repeat: int) -> list[dict[str, Any]]:
@@ -384,9 +403,9 @@ def _sweep_kernel(name: str, dt: np.dtype, n: int, repeat: int) -> list[dict[str
     ins = [x] if name == "forward" else [x, g]
     outs = [cupy.empty_like(x) for _ in range(2 if name == "fused" else 1)]
     stream = Stream.from_handle(0)
-    default = (kernels.ELEMENTS_PER_THREAD, kernels.MAX_REGISTERS)
+    default = kernels.shape_of(name, dt)
     rows, reference = [], None
-    for per_thread, registers in [default, (4, None), (8, 96)]:
+    for per_thread, registers in [default, *({(4, None), (8, 96), (4, 64)} - {default})]:
         shape = () if (per_thread, registers) == default else (per_thread, registers)
         compiled = next(iter(kernels.kernel(name, dt, (dt,) * len(ins), *shape).overloads.values()))
         blocks = -(-n // (256 * per_thread))

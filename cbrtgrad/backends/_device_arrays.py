@@ -89,10 +89,11 @@ def read(value: Any, name: str, simulating: bool) -> Operand:
         dtype = value.dtype
         contiguous = value.is_c_contiguous()
         shape, size = value.shape, value.size
-        array = value.reshape(size) if contiguous else None
-        if simulating:
+        if simulating:  # the simulator's kernels index a flat array
+            array = value.reshape(size) if contiguous else None
             pointer, device = 0, 0
         else:
+            array = None
             pointer = value.device_ctypes_pointer.value or 0
             device = cuda.get_current_device().id
     _dtypes.compute_dtype(dtype, name)

@@ -18,6 +18,7 @@ on a real GPU.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import importlib.util
 from functools import lru_cache
@@ -90,8 +91,23 @@ class CudaBackend:
         # Per stream handle: (cuda.core stream for launches, numba stream for
         # numba's allocations and copies), made once per stream.
         self._streams: dict[int, tuple[Any, Any]] = {}
+        # Per (dispatcher, device): the compiled kernel; per grid: its launch
+        # configuration (NOTE: hot path, see _launch).
+        self._kernels: dict[tuple[Any, int], Any] = {}
+        self._configs: dict[tuple[int, int], Any] = {}
+        # Once available, always: a process cannot lose its driver or its GPU,
+        # and the probe costs tens of microseconds on every call otherwise.
+        self._available: Availability | None = None
 
     def availability(self) -> Availability:
+        if self._available is not None:
+            return self._available
+        status = self._probe()
+        if status.available:
+            self._available = status
+        return status
+
+    def _probe(self) -> Availability:
         if importlib.util.find_spec("numba_cuda") is None:
             return Availability(
                 False, "the numba-cuda package is not installed (pip install 'cbrtgrad[cuda]')"
@@ -202,10 +218,11 @@ class CudaBackend:
         if n == 0:
             return
         dispatcher = kernels.kernel(name, dtype, tuple(o.dtype for o in operands[:n_inputs]))
+        per_thread = kernels.shape_of(name, dtype)[0]
         _, core_stream, numba_stream = streams
         if simulating():
             blocks, threads = kernels.launch_config(
-                n, kernels.SIMULATOR_THREADS_PER_BLOCK, kernels.SIMULATOR_MAX_GRID
+                n, kernels.SIMULATOR_THREADS_PER_BLOCK, kernels.SIMULATOR_MAX_GRID, per_thread
             )
             # float16 is read as its bits, as on a GPU (kernels.load_dtype).
             flat = [o.array.view(kernels.load_dtype(o.dtype)) for o in operands]
@@ -226,12 +243,26 @@ class CudaBackend:
                     f"device is GPU {current.id}; select it with numba.cuda.select_device"
                 )
             limit = self._grid_limits[device] = kernels.max_grid(current)
-        blocks, threads = kernels.launch_config(n, kernels.THREADS_PER_BLOCK, limit)
-        # The one compiled signature, launched with bare pointers (what the
-        # configured-launch path does after typing each argument).
-        (compiled,) = dispatcher.overloads.values()
-        args = [o.pointer for o in operands] + [n]
-        compiled.launch(args, (blocks, 1, 1), (threads, 1, 1), core_stream, 0)
+        blocks, threads = kernels.launch_config(n, kernels.THREADS_PER_BLOCK, limit, per_thread)
+        kernel = self._kernels.get((dispatcher, device))
+        if kernel is None:
+            # The one compiled signature's cuda.core kernel on this device,
+            # found once (numba-cuda's launch would look it up, type each
+            # argument and build a launch configuration on every call).
+            (compiled,) = dispatcher.overloads.values()
+            kernel = self._kernels[(dispatcher, device)] = compiled.library.get_cufunc().kernel
+        config = self._configs.get((blocks, threads))
+        if config is None:
+            from cuda.core import LaunchConfig
+
+            if len(self._configs) > 256:  # one per array size in use: keep a few
+                self._configs.clear()
+            config = self._configs[(blocks, threads)] = LaunchConfig(
+                grid=(blocks, 1, 1), block=(threads, 1, 1)
+            )
+        from cuda.core import launch
+
+        launch(core_stream, config, kernel, *[o.pointer for o in operands], ctypes.c_int64(n))
 
     @staticmethod
     def _finish(result: Any, host: Any, copy_host: bool, numba_stream: Any) -> Any:

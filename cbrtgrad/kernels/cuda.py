@@ -6,7 +6,7 @@ device functions against :mod:`cbrtgrad.kernels.cuda_primitives`, so a GPU
 
 Each kernel takes bare pointers and an element count, ``(x, y, n)``: three
 kernel parameters instead of seven per array, and no shape or stride to
-marshal per call. A block owns a tile of ``ELEMENTS_PER_THREAD`` times its
+marshal per call. A block owns a tile of a few (``KERNEL_SHAPES``) times its
 width in elements; each thread loads its elements of the tile (coalesced,
 ``width`` apart) before it computes and stores any of them, so several loads
 are in flight per thread: an elementwise kernel with one load per thread is
@@ -43,14 +43,32 @@ from .formulas import make_formulas
 THREADS_PER_BLOCK = 256
 #: The simulator runs every thread of a block as a Python thread: keep it small.
 SIMULATOR_THREADS_PER_BLOCK = 32
-#: Elements each thread loads before it computes (tools/gpu_check.py
-#: --sweep measures the alternatives; docs/kernels.md has the figures).
-ELEMENTS_PER_THREAD = 4
-#: The register cap the kernels are compiled with. NOTE: without one, ptxas
-#: fits the float32 forward into 32 registers (full occupancy) by moving each
-#: load next to its use, so a thread waits for one load at a time; with 64
-#: its loads are issued together (docs/kernels.md, "The CUDA kernels").
-MAX_REGISTERS = 64
+#: Each kernel's shape: (elements each thread loads before it computes, the
+#: register cap ptxas compiles it with, None for its own choice). Measured on
+#: an H200 at 2^28 elements (tools/gpu_check.py --sweep; docs/kernels.md, "The
+#: CUDA kernels"): 8 elements in up to 96 registers for all but the float64
+#: forward, whose 4 in ptxas's own 54 registers were faster than 8 in 92.
+KERNEL_SHAPES = {
+    ("forward", "float32"): (8, 96),
+    ("grad", "float32"): (8, 96),
+    ("fused", "float32"): (8, 96),
+    ("forward", "float64"): (4, None),
+    ("grad", "float64"): (8, 96),
+    ("fused", "float64"): (8, 96),
+}
+
+
+def shape_of(name: str, compute: np.dtype) -> tuple[int, int | None]:
+    """``(elements per thread, register cap)`` of kernel ``name`` in ``compute``.
+
+    Examples
+    --------
+    >>> shape_of("forward", np.dtype(np.float64))
+    (4, None)
+    """
+    return KERNEL_SHAPES[(name, np.dtype(compute).name)]
+
+
 #: The device attributes the launch reads, as numba-cuda names them
 #: (``device.NAME`` is ``CU_DEVICE_ATTRIBUTE_NAME`` of cuda.bindings; the
 #: simulator has none, so tests/backends/test_cuda_ptx.py checks the names).
@@ -65,19 +83,19 @@ def max_grid(device: Any) -> int:
     return int(getattr(device, name))
 
 
-def launch_config(n: int, threads: int, grid_limit: int) -> tuple[int, int]:
+def launch_config(n: int, threads: int, grid_limit: int, per_thread: int) -> tuple[int, int]:
     """``(blocks, threads)`` for ``n`` elements: one tile per block, up to the limit.
 
     Examples
     --------
-    >>> launch_config(2**28, 256, 2**31 - 1)  # 2^28 / (256 * 4) tiles
+    >>> launch_config(2**28, 256, 2**31 - 1, 4)  # 2^28 / (256 * 4) tiles
     (262144, 256)
-    >>> launch_config(100, 256, 2**31 - 1)
+    >>> launch_config(100, 256, 2**31 - 1, 8)
     (1, 256)
-    >>> launch_config(10**6, 32, 2)  # the simulator: two blocks loop over the tiles
+    >>> launch_config(10**6, 32, 2, 8)  # the simulator: two blocks loop over the tiles
     (2, 32)
     """
-    tile = threads * ELEMENTS_PER_THREAD
+    tile = threads * per_thread
     return max(1, min(-(-n // tile), grid_limit)), threads
 
 
@@ -262,7 +280,7 @@ def python_kernel(
     name: str,
     compute: np.dtype,
     inputs: tuple[np.dtype, ...],
-    per_thread: int = ELEMENTS_PER_THREAD,
+    per_thread: int | None = None,
 ) -> Any:
     """The Python function of kernel ``name`` for these input dtypes (not compiled).
 
@@ -275,6 +293,7 @@ def python_kernel(
     inputs : tuple of numpy.dtype
         The dtypes it reads (one for ``forward``, two otherwise).
     """
+    per_thread = per_thread or shape_of(name, compute)[0]
     f = _formulas()
     single = compute == np.float32
     forward = f.cube_root_f32 if single else f.cube_root_f64
@@ -293,8 +312,8 @@ def kernel(
     name: str,
     compute: np.dtype,
     inputs: tuple[np.dtype, ...],
-    per_thread: int = ELEMENTS_PER_THREAD,
-    max_registers: int | None = MAX_REGISTERS,
+    per_thread: int | None = None,
+    max_registers: int | None = None,
 ) -> Any:
     """Kernel ``name`` compiled for ``inputs``, writing ``compute`` (cached).
 
@@ -306,6 +325,8 @@ def kernel(
     -------
     numba.cuda dispatcher
     """
+    if per_thread is None:
+        per_thread, max_registers = shape_of(name, compute)
     function = python_kernel(name, compute, inputs, per_thread)
     if simulating():
         return cuda.jit(function)

@@ -93,22 +93,24 @@ def test_bad_input_is_a_clear_error():
 
 
 def test_launch_config_one_tile_per_block_up_to_the_grid_limit():
-    from cbrtgrad.kernels.cuda import ELEMENTS_PER_THREAD, launch_config
+    from cbrtgrad.kernels.cuda import launch_config
 
-    tile = 256 * ELEMENTS_PER_THREAD
-    assert launch_config(2**28, 256, 2**31 - 1) == (2**28 // tile, 256)
-    assert launch_config(2**28 + 1, 256, 2**31 - 1) == (2**28 // tile + 1, 256)
-    assert launch_config(2**44, 256, 2**31 - 1) == (2**31 - 1, 256)  # blocks loop over tiles
-    assert launch_config(1, 256, 2**31 - 1) == (1, 256)
-    assert launch_config(10**6, 256, 3) == (3, 256)
+    for per_thread in (4, 8):
+        tile = 256 * per_thread
+        assert launch_config(2**28, 256, 2**31 - 1, per_thread) == (2**28 // tile, 256)
+        assert launch_config(2**28 + 1, 256, 2**31 - 1, per_thread) == (2**28 // tile + 1, 256)
+        # More tiles than the grid may have: the blocks loop over them.
+        assert launch_config(2**44, 256, 2**31 - 1, per_thread) == (2**31 - 1, 256)
+        assert launch_config(1, 256, 2**31 - 1, per_thread) == (1, 256)
+        assert launch_config(10**6, 256, 3, per_thread) == (3, 256)
 
 
 @pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
 @pytest.mark.parametrize("n", [0, 1, 127, 128, 129, 255, 256, 257, 300, 777])
 def test_every_tile_shape_and_in_place(n):
-    # The simulator's grid is 2 blocks of 32 threads, 4 elements each (tiles
-    # of 128): full tiles, a short last tile, the blocks' loop over tiles,
-    # and out=x (each thread loads its elements before it stores them).
+    # The simulator's grid is 2 blocks of 32 threads, 4 or 8 elements each
+    # (tiles of 128 or 256): full tiles, a short last tile, the blocks' loop
+    # over tiles, and out=x (each thread loads its elements before it stores).
     x = cases(np.float64, max(n, 1))[:n].copy()
     g = np.linspace(-3.0, 3.0, n)
     with np.errstate(all="ignore"):
