@@ -90,9 +90,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_dask(args)
     if args.peers:
         return cmd_bench_peers(args)
-    rows = benchmarking.run(
-        sizes=tuple(args.sizes), repeat=args.repeat, backends=tuple(args.backends)
-    )
+    host = tuple(name for name in args.backends if name != "cuda")
+    rows = benchmarking.run(sizes=tuple(args.sizes), repeat=args.repeat, backends=host)
+    if "cuda" in args.backends:
+        # The cuda backend takes device arrays: its rows are measured on
+        # CuPy arrays against the GPU's own anchors (a copy, CuPy, JAX, PyTorch).
+        from . import gpu_benchmarking
+
+        status = _registry.availability("cuda")
+        if not status.available or "simulator" in status.reason:
+            print(f"cbrtgrad bench: the cuda backend needs a GPU: {status.reason}", file=sys.stderr)
+            return 2
+        rows += gpu_benchmarking.bench_rows(tuple(args.sizes), args.repeat)
     # Every table says which CPU and vector ISA its figures are from.
     print(f"CPU: {_isa.host_isa().describe()}")
     print(benchmarking.format_rows(rows))

@@ -39,6 +39,8 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX: leave me
 
 import numpy as np  # noqa: E402
 
+from cbrtgrad.gpu_benchmarking import call_cost, events_ms, measure  # noqa: E402
+
 BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
@@ -208,177 +210,6 @@ def check_interop() -> list[dict[str, Any]]:
     return rows
 
 
-def _events_ms(run: Any, repeat: int) -> float:
-    import cupy
-
-    run()
-    run()
-    cupy.cuda.Device().synchronize()
-    best = float("inf")
-    for _ in range(repeat):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        best = min(best, cupy.cuda.get_elapsed_time(start, stop))
-    return best
-
-
-def _wall_ms(run: Any, repeat: int) -> float:
-    run()
-    run()
-    best = float("inf")
-    for _ in range(repeat):
-        began = time.perf_counter()
-        run()
-        best = min(best, (time.perf_counter() - began) * 1e3)
-    return best
-
-
-def measure(log2_size: int, repeat: int) -> list[dict[str, Any]]:
-    import cupy
-
-    rows = []
-    for dtype in (np.float32, np.float64):
-        rows += _measure_dtype(np.dtype(dtype), 2**log2_size, repeat)
-        cupy.get_default_memory_pool().free_all_blocks()
-    return rows
-
-
-def _measure_dtype(dtype: np.dtype, n: int, repeat: int) -> list[dict[str, Any]]:
-    import cupy
-
-    import cbrtgrad
-    from cbrtgrad.backends import get_backend
-
-    gpu = get_backend("cuda")
-    rng = cupy.random.default_rng(7)
-    x = (rng.standard_normal(n, dtype=np.float64) * 1e3).astype(dtype)
-    g = rng.standard_normal(n, dtype=np.float64).astype(dtype)
-    y, dx = cupy.empty_like(x), cupy.empty_like(x)
-    work: dict[str, tuple[Any, int, Any]] = {
-        # name: (run, bytes moved per element, timer)
-        "copy (cupy.copyto)": (lambda: cupy.copyto(y, x), 2, _events_ms),
-        "cbrtgrad forward, out=": (lambda: gpu.cube_root(x, out=y), 2, _events_ms),
-        "cbrtgrad.cbrt(x) (allocates)": (lambda: cbrtgrad.cbrt(x), 2, _events_ms),
-        "cbrtgrad gradient, out=": (lambda: gpu.cube_root_grad(g, y, out=dx), 3, _events_ms),
-        "cbrtgrad fused, out=": (
-            lambda: gpu.cube_root_and_grad(x, g, out=(y, dx)), 4, _events_ms),
-        "cupy.cbrt (libdevice)": (lambda: cupy.cbrt(x, out=y), 2, _events_ms),
-    }  # fmt: skip
-    try:
-        import jax
-        import jax.numpy as jnp
-
-        jax.config.update("jax_enable_x64", True)
-        xj = jnp.asarray(cupy.asnumpy(x))
-        f = jax.jit(jnp.cbrt)
-        work["jax.jit(jnp.cbrt)"] = (lambda: f(xj).block_until_ready(), 2, _wall_ms)
-    except Exception as exc:  # an optional peer
-        print(f"  (jax not measured: {type(exc).__name__}: {exc})")
-    try:
-        import torch
-
-        t = torch.as_tensor(x, device="cuda")
-        work["torch sign(t)*t.abs().pow(1/3)"] = (
-            lambda: torch.sign(t) * t.abs().pow(1.0 / 3.0), 2, _torch_ms)  # fmt: skip
-    except Exception as exc:
-        print(f"  (torch not measured: {type(exc).__name__}: {exc})")
-    rows = []
-    copy_gbps = None
-    for name, (run, traffic, timer) in work.items():
-        ms = timer(run, repeat)
-        gbps = traffic * n * dtype.itemsize / ms / 1e6
-        copy_gbps = copy_gbps or gbps  # the copy is measured first
-        rows.append({"dtype": dtype.name, "kernel": name, "elements": n,
-                     "us": ms * 1e3, "GBps": gbps, "of_copy": gbps / copy_gbps})  # fmt: skip
-    return rows
-
-
-def _torch_ms(run: Any, repeat: int) -> float:
-    import torch
-
-    run()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(repeat):
-        start = torch.cuda.Event(enable_timing=True)
-        stop = torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        best = min(best, start.elapsed_time(stop))
-    return best
-
-
-def _per_call_us(run: Any, calls: int = 2000, rounds: int = 7) -> float:
-    import cupy
-
-    run()
-    cupy.cuda.Device().synchronize()
-    best = float("inf")
-    for _ in range(rounds):
-        began = time.perf_counter()
-        for _ in range(calls):
-            run()
-        cupy.cuda.Device().synchronize()
-        best = min(best, (time.perf_counter() - began) / calls * 1e6)
-    return best
-
-
-def call_cost() -> list[dict[str, Any]]:
-    import cupy
-    from numba import cuda
-
-    import cbrtgrad
-    from cbrtgrad.backends import get_backend
-
-    gpu = get_backend("cuda")
-    rows = []
-    for n in (1000, 2**20):
-        x = cupy.linspace(-8, 8, n, dtype=cupy.float32)
-        y = cupy.empty_like(x)
-        xn = cuda.as_cuda_array(x)
-        cases: dict[str, Any] = {
-            "cupy.cbrt(x)": lambda: cupy.cbrt(x),  # noqa: B023
-            "cbrtgrad.cbrt(cupy x)": lambda: cbrtgrad.cbrt(x),  # noqa: B023
-            "cuda backend, out=": lambda: gpu.cube_root(x, out=y),  # noqa: B023
-            "cbrtgrad.cbrt(numba x)": lambda: cbrtgrad.cbrt(xn),  # noqa: B023
-        }
-        try:
-            import torch
-
-            t = torch.as_tensor(x, device="cuda")
-            cases["cbrtgrad.cbrt(torch t)"] = lambda: cbrtgrad.cbrt(t)  # noqa: B023
-            cases["torch sign*abs.pow"] = lambda: torch.sign(t) * t.abs().pow(1 / 3)  # noqa: B023
-        except ImportError:
-            pass
-        for name, run in cases.items():
-            rows.append({"elements": n, "call": name, "us": _per_call_us(run)})
-    _profile_one_call(cupy.linspace(-8, 8, 1000, dtype=cupy.float32))
-    return rows
-
-
-def _profile_one_call(x: Any) -> None:
-    """Where the time of ``cbrtgrad.cbrt(cupy array)`` goes (the ten costliest functions)."""
-    import cProfile
-    import io
-    import pstats
-
-    import cbrtgrad
-
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(2000):
-        cbrtgrad.cbrt(x)
-    profile.disable()
-    text = io.StringIO()
-    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(10)
-    print("\n".join(line for line in text.getvalue().splitlines() if line.strip())[-2500:])
-
-
 def sweep(log2_size: int, repeat: int) -> list[dict[str, Any]]:
     """Time the kernels' other shapes at one size (bits checked against the default)."""
     import cupy
@@ -414,7 +245,7 @@ def _sweep_kernel(name: str, dt: np.dtype, n: int, repeat: int) -> list[dict[str
         def run(compiled: Any = compiled, blocks: int = blocks, args: Any = args) -> None:
             compiled.launch(args, (blocks, 1, 1), (256, 1, 1), stream, 0)
 
-        ms = _events_ms(run, repeat)
+        ms = events_ms(run, repeat)
         got = [o.get() for o in outs]
         reference = reference or got
         same = all(_same(a, b) == 0 for a, b in zip(got, reference, strict=True))
