@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import importlib.util
+import threading
 from functools import lru_cache
 from typing import Any
 
@@ -98,6 +99,7 @@ class CudaBackend:
         # Once available, always: a process cannot lose its driver or its GPU,
         # and the probe costs tens of microseconds on every call otherwise.
         self._available: Availability | None = None
+        self._thread = threading.local()
 
     def availability(self) -> Availability:
         if self._available is not None:
@@ -244,6 +246,13 @@ class CudaBackend:
                 )
             limit = self._grid_limits[device] = kernels.max_grid(current)
         blocks, threads = kernels.launch_config(n, kernels.THREADS_PER_BLOCK, limit, per_thread)
+        if not getattr(self._thread, "has_context", False):
+            # A thread's first launch: numba-cuda's context made current on it
+            # (on the default stream a launch runs in the current context).
+            from numba import cuda
+
+            cuda.current_context()
+            self._thread.has_context = True
         kernel = self._kernels.get((dispatcher, device))
         if kernel is None:
             # The one compiled signature's cuda.core kernel on this device,

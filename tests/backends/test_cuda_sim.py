@@ -197,16 +197,36 @@ def test_float16_bits_read_as_numpy_converts_them_all_65536():
     # A GPU's cvt.f32.f16 makes every nan the canonical one; the kernels read
     # float16 as bits and convert in integers, as numpy does (payloads kept).
     from cbrtgrad.kernels.cuda import _half_readers
+    from cbrtgrad.kernels.cuda_primitives import simulating
 
-    to_single, to_double = _half_readers()
     bits = np.arange(2**16, dtype=np.uint16)
     want = bits.view(np.float16).astype(np.float32)
-    got = np.array([to_single(b) for b in bits], dtype=np.float32)
-    assert same_bits(got, want)
-    with np.errstate(invalid="ignore"):  # signaling nans are quieted, by both
-        wide = want[::97].astype(np.float64)
-        assert same_bits(np.array([to_double(b) for b in bits[::97]]), wide)
-    # Through a kernel too: nans with payloads, subnormals, infinities, zeros.
-    h = bits[(bits % 61 == 0) | (bits >= 0xFC00) | (bits < 0x0400)].view(np.float16)
+    if simulating():  # device functions run on the host only in the simulator
+        to_single, to_double = _half_readers()
+        got = np.array([to_single(b) for b in bits], dtype=np.float32)
+        assert same_bits(got, want)
+        with np.errstate(invalid="ignore"):  # signaling nans are quieted, by both
+            wide = want[::97].astype(np.float64)
+            assert same_bits(np.array([to_double(b) for b in bits[::97]]), wide)
+        # Through a kernel too: nans with payloads, subnormals, infinities, zeros.
+        h = bits[(bits % 61 == 0) | (bits >= 0xFC00) | (bits < 0x0400)].view(np.float16)
+    else:
+        h = bits.view(np.float16)  # all of them, on a GPU
     with np.errstate(all="ignore"):
         assert same_bits(cbrtgrad.cbrt(cuda.to_device(h)).copy_to_host(), cbrtgrad.cbrt(h))
+
+
+def test_stream_arguments_and_libraries():
+    from cbrtgrad.backends import _device_arrays as arrays
+
+    assert arrays.stream_handle(None) == 0 and arrays.stream_handle(7) == 7
+
+    class Protocol:  # the CUDA stream protocol (CuPy, PyTorch, numba)
+        def __cuda_stream__(self):  # type: ignore[no-untyped-def]
+            return (0, 1234)
+
+    assert arrays.stream_handle(Protocol()) == 1234
+    for bad in (True, 1.5, "0", object()):
+        with pytest.raises(TypeError, match="stream must be a numba, CuPy or PyTorch CUDA stream"):
+            arrays.stream_handle(bad)
+    assert arrays.library_of(cuda.to_device(np.ones(2))) == "numba"
