@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._array_kinds import is_dask_array
-from .schema import OpSchema
+from .schema import OpSchema, Saves
 from .tensor import Tensor
 
 #: Broadcast gradients up to this many elements are materialised (see expand).
@@ -52,6 +52,10 @@ class Node:
 
     schema: ClassVar[OpSchema]
     forward: ClassVar[Callable[..., Any]]
+    #: The seed's ``kSavesInput`` and ``kSavesOutput``: class data derived from
+    #: ``schema.saves`` when the op is defined (the schema is the one source).
+    saves_input: ClassVar[bool]
+    saves_output: ClassVar[bool]
 
     next_functions: tuple[Any, ...]
     sequence_nr: int
@@ -69,6 +73,8 @@ class Node:
                 f"cbrtgrad: {cls.__name__}.forward takes {inputs} inputs; expected "
                 f"{cls.schema.arity} (its schema's arity)"
             )
+        cls.saves_input = cls.schema.saves is Saves.INPUTS
+        cls.saves_output = cls.schema.saves is Saves.OUTPUT
 
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]

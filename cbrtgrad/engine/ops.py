@@ -213,6 +213,63 @@ class CubeRootBackward(Node):
             y = y.astype(_F16)
         return y
 
+    @classmethod
+    def dispatch(cls, backend: Any, x: Any, stream: Any = None, dtype: Any = None) -> Any:
+        """The seed's ``dispatch(backend, a, s, dt)``: the forward on ``backend``.
+
+        Parameters
+        ----------
+        backend : Backend or str
+            A backend (:func:`cbrtgrad.backends.get_backend`) or its name.
+        x : array
+            The input, of a kind the backend takes.
+        stream : stream, optional
+            The stream to run on: the ``cuda`` backend's only (the seed's ``s``).
+        dtype : dtype, optional
+            The compute dtype (the seed's ``dt``); by default that of ``x``.
+
+        Returns
+        -------
+        array
+            ``cbrt(x)``, as :meth:`forward` gives it (what the engine records).
+
+        Raises
+        ------
+        TypeError
+            For a ``stream`` given to a backend that has none.
+
+        Examples
+        --------
+        >>> import numpy as np, cbrtgrad as cg
+        >>> cg.CubeRootBackward.dispatch("cpu", np.array([27.0, -8.0]))
+        array([ 3., -2.])
+        """
+        if isinstance(backend, str):
+            from ..backends import get_backend
+
+            backend = get_backend(backend)
+        if stream is None:
+            return cls.forward(backend, x, dtype=dtype)
+        if backend.name != "cuda":
+            raise TypeError(f"cbrtgrad: stream is only for the cuda backend, not {backend.name!r}")
+        compute = dtype if dtype is not None else _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
+        return backend.cube_root(x, dtype=compute, stream=stream)
+
+    def grad_formula(self, g: Any) -> Any:
+        """The seed's ``grad_formula(g)``: ``g / (3 y^2)`` from the saved output ``y``.
+
+        The array :meth:`vjp` returns for the one input (``vjp`` is the
+        engine's protocol, a tuple per input).
+
+        Examples
+        --------
+        >>> import numpy as np, cbrtgrad as cg
+        >>> y = cg.cbrt(cg.Tensor(np.array([8.0]), requires_grad=True))
+        >>> y.grad_fn.grad_formula(np.array([12.0]))
+        array([1.])
+        """
+        return self.vjp(g)[0]
+
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
     ) -> None:
