@@ -28,6 +28,7 @@ NOTE: numba-cuda's simulator has no ``cuda.fma`` and no libdevice, and its
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
@@ -35,8 +36,13 @@ from typing import Any
 import numpy as np
 
 
+@lru_cache(maxsize=1)
 def simulating() -> bool:
     """Whether numba's CUDA target is the simulator (``NUMBA_ENABLE_CUDASIM=1``).
+
+    Read once: numba chooses its CUDA target when it is imported, for the
+    process (and every GPU call asks, several times: a profile on an H200
+    found these lookups at 4 % of a call).
 
     Examples
     --------
