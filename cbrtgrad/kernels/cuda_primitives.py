@@ -28,8 +28,8 @@ NOTE: numba-cuda's simulator has no ``cuda.fma`` and no libdevice, and its
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from fractions import Fraction
+from functools import lru_cache
 from types import SimpleNamespace
 from typing import Any
 
