@@ -7,7 +7,8 @@ from typing import Any, Literal
 import numpy as np
 
 
-def _check_out(name: str, arr: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def check_fused_out(name: str, arr: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Check one array of ``cbrt_and_grad``'s ``out=(y, dx)``; return it."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"cbrtgrad: out[{name}] must be a numpy.ndarray, got {type(arr).__name__}")
     if arr.shape != shape:
@@ -48,8 +49,8 @@ def fused_outputs(
     else:
         if not isinstance(out, tuple) or len(out) != 2:
             raise TypeError("cbrtgrad: out must be a tuple (y, dx) of two arrays")
-        y = _check_out("y", out[0], x.shape, dtype)
-        dx = _check_out("dx", out[1], x.shape, dtype)
+        y = check_fused_out("y", out[0], x.shape, dtype)
+        dx = check_fused_out("dx", out[1], x.shape, dtype)
     arrays = (x, g, y, dx)
     if all(a.flags.c_contiguous for a in arrays):
         return x, g, y, dx, tuple(a.reshape(-1) for a in arrays)

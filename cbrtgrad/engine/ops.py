@@ -272,6 +272,7 @@ def cbrt(
     if type(out) is not Tensor:
         raise TypeError(f"cbrtgrad: out must be a Tensor, got {type(out).__name__}")
     api.check_out(out._data, (data,), compute, where)
+    (data,) = api.unaliased((data,), out._data)
     chosen.cube_root(data, out=out._data, where=where, dtype=compute)
     out._version.value += 1
     return out
