@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _half
 from ._array_kinds import is_dask_array, is_device_array
 from .backends import _registry
 from .backends._layout import broadcast_shape, check_fused_out, same_view
@@ -159,6 +159,30 @@ def _fused_aliasing(x: Any, g: Any, out: Any) -> bool:
         if np.may_share_memory(a, b) and not ((i, j) in allowed and _identical(a, b)):
             return True
     return False
+
+
+def _half_out(
+    func: Any, args: tuple[Any, ...], compute: np.dtype, out: Any, where: Any, backend: Any
+) -> Any:
+    """``func(*args)`` written into a half-precision ``out``, correctly rounded in its dtype.
+
+    The kernel's result (float32 or float64, correctly rounded) is rounded to
+    ``out``'s dtype by the exact midpoint test of :mod:`cbrtgrad._half`, not
+    by a second rounding. For the gradient that test is exact when ``g`` and
+    ``y`` are themselves half-precision values; for wider ones the result is
+    the gradient rounded once more, as numpy's cast into ``out`` would give.
+    """
+    arrays = tuple(np.asarray(a) if not isinstance(a, np.ndarray) else a for a in args)
+    check_out(out, arrays, compute, where)
+    wide = func(*(_as_compute(a, compute) for a in arrays), backend=backend)
+    if func is cbrt:
+        result = _half.cube_root(arrays[0], wide, out.dtype)
+    elif all(_half.is_half(a.dtype) for a in arrays):
+        result = _half.gradient(arrays[0], arrays[1], wide, out.dtype)
+    else:
+        result = np.asarray(wide).astype(out.dtype)
+    np.copyto(out, result, casting="unsafe", where=True if where is True else where)
+    return out
 
 
 def _as_compute(value: Any, dtype: np.dtype) -> Any:
@@ -351,6 +375,8 @@ def cbrt(
         compute = requested or _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
     if where is not True:
         where = check_where(where)
+    if out is not None and type(out) is np.ndarray and _half.is_half(out.dtype):
+        return _half_out(cbrt, (x,), compute, out, where, backend)
     x = _as_compute(x, compute)
     if out is not None:
         out = check_out(out, (x,), compute, where)
@@ -412,6 +438,8 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
         compute = _dtypes.result_dtype(g, y, argument="g, y")
     if where is not True:
         where = check_where(where)
+    if out is not None and type(out) is np.ndarray and _half.is_half(out.dtype):
+        return _half_out(cbrt_grad, (g, y), compute, out, where, backend)
     g, y = _as_compute(g, compute), _as_compute(y, compute)
     if out is not None:
         out = check_out(out, (g, y), compute, where)

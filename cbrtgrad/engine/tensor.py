@@ -303,7 +303,7 @@ class Tensor:
             raise RuntimeError(
                 "cbrtgrad: requires_grad can only be changed on a leaf tensor; use .detach()"
             )
-        if value and self._data.dtype.kind != "f":
+        if value and self._data.dtype.kind != "f" and self._data.dtype.name != "bfloat16":
             raise TypeError(
                 f"cbrtgrad: only floating-point tensors can require grad, got dtype "
                 f"{self._data.dtype}"
