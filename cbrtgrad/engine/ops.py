@@ -253,10 +253,11 @@ def cbrt(
             x = cast(x, requested)
     chosen = _registry.resolve(backend, x._data)
     if out is None and where is True:
-        if _half.is_half(x.dtype):
+        if _half.is_half(x.dtype) and CubeRootBackward.schema.amp_policy is AmpPolicy.FORCE_FP32:
             # The one dtype rule (cbrtgrad._dtypes): half precision is computed
-            # in float32 and returned as float32, as the api returns it; the
-            # cast is recorded, so a half leaf's gradient is cast back to it.
+            # in float32 and returned as float32, as the api returns it, in or
+            # out of autocast; the cast is recorded, so a half leaf's gradient
+            # is cast back to its dtype.
             x = cast(x, _F32)
         return apply(CubeRootBackward, (x,), chosen)
     if _grad_enabled() and x._requires_grad:

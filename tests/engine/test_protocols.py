@@ -140,3 +140,15 @@ def test_non_leaves_refuse_pickling_and_copying():
             action(y)
     detached = pickle.loads(pickle.dumps(y.detach()))
     np.testing.assert_array_equal(detached.numpy(), [2.0])
+
+
+def test_array_protocol_never_aliases_writably():
+    t = cg.Tensor(np.array([1.0, 2.0]))
+    assert not np.asarray(t).flags.writeable
+    assert not np.asarray(t, dtype=np.float64).flags.writeable
+    other = np.asarray(t, dtype=np.float32)
+    assert other.flags.writeable and not np.shares_memory(other, t.numpy())
+    copied = np.array(t, copy=True)
+    assert copied.flags.writeable and not np.shares_memory(copied, t.numpy())
+    with pytest.raises(ValueError, match="without a copy"):
+        t.__array__(np.float32, copy=False)
