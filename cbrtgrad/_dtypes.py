@@ -1,9 +1,12 @@
 """Which dtype a kernel computes in: the one place the dtype rules live.
 
 * float32 and float64 are computed as they are.
-* float16 is computed in float32 and returned as float32: the ``cube_root``
-  op's force-fp32 AMP policy (half precision loses accuracy near zero and for
-  large magnitudes).
+* Half precision (float16, and ml_dtypes' bfloat16) is computed in float32
+  and returned as float32, by the api and the graph engine alike: the
+  ``cube_root`` op's force-fp32 AMP policy (half precision loses accuracy
+  near zero and for large magnitudes). Only an ``out=`` array of a half
+  dtype holds a half-precision result, correctly rounded in it
+  (:mod:`cbrtgrad._half`).
 * bool and integers are computed in float64, as ``np.cbrt`` does for
   ``int32``/``int64`` (numpy would pick float16/float32 for the small ones;
   cbrtgrad has no half-precision kernel and keeps every integer exact up to
@@ -20,7 +23,7 @@ import numpy as np
 
 from ._array_kinds import device_dtype, is_device_array
 
-SUPPORTED = "float16, float32, float64, bool or an integer dtype"
+SUPPORTED = "float16, bfloat16, float32, float64, bool or an integer dtype"
 _KINDS_EXACT = {"f"}
 _KINDS_TO_F64 = {"b", "i", "u"}
 
@@ -83,6 +86,8 @@ def compute_dtype(dtype: Any, argument: str = "x") -> np.dtype:
     dt = np.dtype(dtype)
     if dt.kind in _KINDS_TO_F64:
         return np.dtype(np.float64)
+    if dt.kind == "V" and dt.itemsize == 2 and dt.name == "bfloat16":
+        return _F32  # ml_dtypes' bfloat16: half precision, as float16
     if dt.kind in _KINDS_EXACT:
         if dt.itemsize == 2:
             return np.dtype(np.float32)
@@ -119,8 +124,12 @@ def requested_dtype(dtype: Any) -> np.dtype | None:
         dt = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"cbrtgrad: dtype must be a float dtype, got {dtype!r}") from None
+    if dt.itemsize == 2 and dt.name == "bfloat16":
+        return _F32
     if dt.kind != "f" or dt.itemsize not in (2, 4, 8):
-        raise TypeError(f"cbrtgrad: dtype must be float16, float32 or float64, got {_describe(dt)}")
+        raise TypeError(
+            f"cbrtgrad: dtype must be float16, bfloat16, float32 or float64, got {_describe(dt)}"
+        )
     return np.dtype(np.float32) if dt.itemsize == 2 else dt
 
 

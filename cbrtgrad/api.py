@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _half
 from ._array_kinds import is_dask_array, is_device_array
 from .backends import _registry
-from .backends._layout import broadcast_shape
+from .backends._layout import broadcast_shape, check_fused_out, same_view
 
 _NO_OVERRIDE = object()
 
@@ -107,20 +107,199 @@ def check_out(out: Any, operands: tuple[Any, ...], dtype: np.dtype, where: Any =
     return out
 
 
+def _identical(a: np.ndarray, b: np.ndarray) -> bool:
+    # The same elements in the same order: a kernel may write b[i] after reading a[i].
+    return a.shape == b.shape and same_view(a, b)
+
+
+def unaliased(inputs: tuple[Any, ...], out: Any) -> tuple[Any, ...]:
+    """``inputs`` that ``out`` does not overlap: copies of those it does (numpy's semantics).
+
+    A numpy ufunc gives the same answer for any overlap of its output with
+    its inputs, as if every input had been read before anything was written.
+    The one exception the kernels handle themselves is ``out`` being the very
+    same view as an input (``out=x``), which is left alone; any other overlap
+    (a shifted or reversed view, a broadcast input, a view of another dtype)
+    gets a copy of the input first. Only host ndarrays are looked at (dask
+    never writes into its ``out=``; device arrays have their own backend).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.arange(4.0)
+    >>> unaliased((a[1:],), a[:3])[0] is a[1:]
+    False
+    >>> unaliased((a,), a)[0] is a
+    True
+    """
+    if type(out) is not np.ndarray:
+        return inputs
+    kept = []
+    for a in inputs:
+        if isinstance(a, np.ndarray) and np.may_share_memory(a, out) and not _identical(a, out):
+            a = a.copy()
+        kept.append(a)
+    return tuple(kept)
+
+
+def _fused_aliasing(x: Any, g: Any, out: Any) -> bool:
+    """Whether ``cbrt_and_grad``'s ``out = (y, dx)`` overlaps its inputs or each other.
+
+    The kernels read ``x[i]`` and ``g[i]`` before writing ``y[i]`` and
+    ``dx[i]``, and compute ``dx`` from ``y``: ``y`` may be ``x`` itself and
+    ``dx`` may be ``x`` or ``g`` itself. Any other overlap needs temporaries.
+    """
+    y, dx = out
+    arrays = (x, g, y, dx)
+    if not all(type(a) is np.ndarray for a in arrays):
+        return False
+    allowed = {(0, 2), (0, 3), (1, 3)}
+    for i, j in ((0, 2), (0, 3), (1, 2), (1, 3), (2, 3)):
+        a, b = arrays[i], arrays[j]
+        if np.may_share_memory(a, b) and not ((i, j) in allowed and _identical(a, b)):
+            return True
+    return False
+
+
+def _half_out(
+    func: Any, args: tuple[Any, ...], compute: np.dtype, out: Any, where: Any, backend: Any
+) -> Any:
+    """``func(*args)`` written into a half-precision ``out``, correctly rounded in its dtype.
+
+    The kernel's result (float32 or float64, correctly rounded) is rounded to
+    ``out``'s dtype by the exact midpoint test of :mod:`cbrtgrad._half`, not
+    by a second rounding. For the gradient that test is exact when ``g`` and
+    ``y`` are themselves half-precision values; for wider ones the result is
+    the gradient rounded once more, as numpy's cast into ``out`` would give.
+    """
+    arrays = tuple(np.asarray(a) if not isinstance(a, np.ndarray) else a for a in args)
+    check_out(out, arrays, compute, where)
+    wide = func(*(_as_compute(a, compute) for a in arrays), backend=backend)
+    if func is cbrt:
+        result = _half.cube_root(arrays[0], wide, out.dtype)
+    elif all(_half.is_half(a.dtype) for a in arrays):
+        result = _half.gradient(arrays[0], arrays[1], wide, out.dtype)
+    else:
+        result = np.asarray(wide).astype(out.dtype)
+    np.copyto(out, result, casting="unsafe", where=True if where is True else where)
+    return out
+
+
 def _as_compute(value: Any, dtype: np.dtype) -> Any:
-    # Host inputs in the compute dtype: numpy values cast only when they differ
-    # (float16, integers, mixed precision), Python scalars and lists made
-    # arrays (so every backend sees a ``dtype``). Anything else is left to its backend: numba
-    # device arrays have no ``astype`` (and a cast would leave the device), the
-    # cuda kernels cast while they read; dask's backend casts inside each
-    # chunk's task.
+    # Host inputs as plain ndarrays in the compute dtype: numpy values cast
+    # only when they differ (float16, integers, mixed precision); Python
+    # scalars, lists and every other array_like numpy takes (range,
+    # memoryview, array.array, objects with __array__) made arrays, so every
+    # backend sees an ndarray. Left to their backend: dask arrays (cast inside
+    # each chunk's task) and device arrays (numba device arrays have no
+    # ``astype``, and a cast would leave the device; the cuda kernels cast
+    # while they read).
     if type(value) is np.ndarray and value.dtype is dtype:
         return value  # NOTE: hot path: already in the compute dtype
     if isinstance(value, (np.ndarray, np.generic)):
         return value if value.dtype == dtype else np.asarray(value, dtype=dtype)
-    if isinstance(value, (list, tuple, int, float, bool)):
-        return np.asarray(value, dtype=dtype)
-    return value
+    if is_dask_array(value) or is_device_array(value):
+        return value
+    return np.asarray(value, dtype=dtype)
+
+
+def _subclass(*values: Any) -> Any:
+    """The ndarray-subclass argument that decides the result's type, as in numpy, or None.
+
+    numpy lets the subclass of highest ``__array_priority__`` wrap a ufunc's
+    result (``np.matrix``, ``np.memmap``, user subclasses).
+    """
+    found = None
+    for v in values:
+        if isinstance(v, np.ndarray) and type(v) is not np.ndarray:
+            if found is None or v.__array_priority__ > found.__array_priority__:
+                found = v
+    return found
+
+
+def _overrides_ufuncs(value: Any) -> bool:
+    return type(value).__array_ufunc__ is not np.ndarray.__array_ufunc__
+
+
+def _plain(value: Any) -> Any:
+    return value.view(np.ndarray) if isinstance(value, np.ndarray) else value
+
+
+def _through_subclass(kernel: str, args: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
+    """Run ``kernel`` where an argument's subclass overrides ``__array_ufunc__``.
+
+    A subclass that overrides ``__array_ufunc__`` (``np.ma.MaskedArray``,
+    the engine's ``Tensor.data`` views) decides the call itself: it gets the
+    cpu backend's numpy ufunc, as it would get ``np.cbrt``. Any other
+    subclass is computed on its plain-ndarray view and the result wrapped
+    back with its ``__array_wrap__`` (``np.matrix`` stays a matrix); an
+    ``out=`` is returned as given.
+    """
+    from .backends._layout import call_ufunc
+    from .kernels import cpu as cpu_kernels
+
+    ufunc = getattr(cpu_kernels.ufuncs(), kernel)
+    if isinstance(out, tuple):
+        out = out[0] if len(out) == 1 else out
+    if where is True:
+        return ufunc(*args, out=out, dtype=dtype)
+    return call_ufunc(ufunc, *args, out=out, where=where, dtype=dtype)
+
+
+def _subclass_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``func(*args, **kwargs)`` when an argument or ``out`` is an ndarray subclass.
+
+    See :func:`_through_subclass`; the result has the subclass numpy would give.
+    """
+    out = kwargs.get("out")
+    outs = out if isinstance(out, tuple) else (out,)
+    arrays = [v for v in (*args, *outs) if isinstance(v, np.ndarray)]
+    if any(_overrides_ufuncs(v) for v in arrays):
+        backend = kwargs.get("backend")
+        if func is cbrt_and_grad:
+            y_out, dx_out = (None, None) if out is None else out
+            y = cbrt(args[0], y_out, backend=backend)
+            return y, cbrt_grad(args[1], y, dx_out, backend=backend)
+        where = kwargs.get("where", True)
+        if where is not True:
+            where = check_where(where)
+        if func is cbrt:
+            dtype = _dtypes.requested_dtype(kwargs.get("dtype"))
+            dtype = dtype or _dtypes.compute_dtype(_dtypes.dtype_of(args[0]), "x")
+            return _through_subclass("cube_root", args, out, where, dtype)
+        dtype = _dtypes.result_dtype(*args, argument="g, y")
+        return _through_subclass("cube_root_grad", args, out, where, dtype)
+    plain_out = tuple(_plain(o) for o in outs) if isinstance(out, tuple) else _plain(out)
+    result = func(*(_plain(a) for a in args), **{**kwargs, "out": plain_out})
+    if out is not None:
+        return out
+    sub = _subclass(*args)
+    if isinstance(result, tuple):
+        return tuple(_wrap(sub, r, args, i) for i, r in enumerate(result))
+    return _wrap(sub, result, args, 0)
+
+
+def _has_subclass(*values: Any) -> bool:
+    for v in values:
+        if isinstance(v, tuple):
+            if _has_subclass(*v):
+                return True
+        elif isinstance(v, np.ndarray) and type(v) is not np.ndarray:
+            return True
+    return False
+
+
+def _wrap(sub: Any, result: Any, args: tuple[Any, ...], index: int) -> Any:
+    if sub is None or not isinstance(result, (np.ndarray, np.generic)):
+        return result  # a lazy or device array
+    scalar = isinstance(result, np.generic)  # a 0-d result: numpy asks for a scalar
+    # The context numpy gives a ufunc's __array_wrap__ (np.ma takes the
+    # inputs' masks from it): the cpu backend's ufunc stands for the function.
+    from .kernels import cpu as cpu_kernels
+
+    ufuncs = cpu_kernels.ufuncs()
+    ufunc = ufuncs.cube_root if len(args) == 1 else ufuncs.cube_root_grad
+    return sub.__array_wrap__(np.asarray(result), (ufunc, args, index), scalar)
 
 
 def cbrt(
@@ -188,15 +367,22 @@ def cbrt(
             if overridden is not NotImplemented:
                 return overridden
         compute = None
+    if (compute is None or out is not None) and _has_subclass(x, out):
+        kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
+        return _subclass_result(cbrt, (x,), kwargs)
     if compute is None:
         requested = _dtypes.requested_dtype(dtype)
         compute = requested or _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
     if where is not True:
         where = check_where(where)
+    if out is not None and type(out) is np.ndarray and _half.is_half(out.dtype):
+        return _half_out(cbrt, (x,), compute, out, where, backend)
+    x = _as_compute(x, compute)
     if out is not None:
         out = check_out(out, (x,), compute, where)
+        (x,) = unaliased((x,), out)
     chosen = _registry.resolve(backend, x)
-    return chosen.cube_root(_as_compute(x, compute), out=out, where=where, dtype=compute)
+    return chosen.cube_root(x, out=out, where=where, dtype=compute)
 
 
 def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend: Any = None) -> Any:
@@ -245,16 +431,21 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
         if overridden is not _NO_OVERRIDE:
             return overridden
         compute = None
+    if (compute is None or out is not None) and _has_subclass(g, y, out):
+        kwargs = {"out": out, "where": where, "backend": backend}
+        return _subclass_result(cbrt_grad, (g, y), kwargs)
     if compute is None:
         compute = _dtypes.result_dtype(g, y, argument="g, y")
     if where is not True:
         where = check_where(where)
+    if out is not None and type(out) is np.ndarray and _half.is_half(out.dtype):
+        return _half_out(cbrt_grad, (g, y), compute, out, where, backend)
+    g, y = _as_compute(g, compute), _as_compute(y, compute)
     if out is not None:
         out = check_out(out, (g, y), compute, where)
+        g, y = unaliased((g, y), out)
     chosen = _registry.resolve(backend, y, g)
-    return chosen.cube_root_grad(
-        _as_compute(g, compute), _as_compute(y, compute), out=out, where=where, dtype=compute
-    )
+    return chosen.cube_root_grad(g, y, out=out, where=where, dtype=compute)
 
 
 def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) -> tuple[Any, Any]:
@@ -293,9 +484,21 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
         if overridden is not _NO_OVERRIDE:
             return overridden  # type: ignore[no-any-return]
         compute = None
+    if (compute is None or out is not None) and _has_subclass(x, g, out):
+        result = _subclass_result(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
+        return result  # type: ignore[no-any-return]
     if compute is None:
         compute = _dtypes.result_dtype(x, g, argument="x, g")
+    x, g = _as_compute(x, compute), _as_compute(g, compute)
     chosen = _registry.resolve(backend, x, g)
-    return chosen.cube_root_and_grad(
-        _as_compute(x, compute), _as_compute(g, compute), out=out, dtype=compute
-    )
+    if out is not None and isinstance(out, tuple) and len(out) == 2 and _fused_aliasing(x, g, out):
+        # As numpy's ufuncs: every input read before any output is written,
+        # y written before dx (so out=(a, a) holds dx).
+        shape = broadcast_shape(np.shape(x), np.shape(g))
+        y_out = check_fused_out("y", out[0], shape, compute)
+        dx_out = check_fused_out("dx", out[1], shape, compute)
+        y, dx = chosen.cube_root_and_grad(x, g, dtype=compute)
+        np.copyto(y_out, y)
+        np.copyto(dx_out, dx)
+        return y_out, dx_out
+    return chosen.cube_root_and_grad(x, g, out=out, dtype=compute)

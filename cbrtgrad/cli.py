@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import platform
 import sys
 from collections.abc import Sequence
@@ -19,25 +21,74 @@ import numpy as np
 from . import __version__, _isa
 from .backends import _registry
 
+#: The largest count or size the commands take: an array of more elements
+#: than this could not be allocated anyway (2^53: every integer below it is
+#: exact in the float notation accepted, ``1e6``).
+_LARGEST = 2**53
+
 
 def _positive(text: str) -> int:
+    """A positive integer, also written as ``1e6``; not 1.5, inf or nan (argparse type).
+
+    Examples
+    --------
+    >>> _positive("1e6"), _positive("12")
+    (1000000, 12)
+    >>> _positive("1.5")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected a positive integer, got '1.5'
+    """
+    expected = f"expected a positive integer, got {text!r}"
     try:
-        value = int(float(text))
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+        try:
+            number = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(expected) from None
+        if not math.isfinite(number) or number != int(number):
+            raise argparse.ArgumentTypeError(expected) from None
+        value = int(number)
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(expected)
+    if value > _LARGEST:
+        raise argparse.ArgumentTypeError(f"expected a positive integer up to 2^53, got {text!r}")
     return value
 
 
 def _backend_list(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
+    """Comma-separated backend names, each known and available here (argparse type)."""
+    names = [name.strip().lower() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(
+            f"expected at least one backend name; known: {', '.join(_registry.known())}"
+        )
     for name in names:
         if name not in _registry.known():
             raise argparse.ArgumentTypeError(
                 f"unknown backend {name!r}; known: {', '.join(_registry.known())}"
             )
+        status = _registry.availability(name)
+        if not status.available:
+            raise argparse.ArgumentTypeError(
+                f"backend {name!r} is unavailable here: {status.reason}"
+            )
     return names
+
+
+def _json_path(text: str) -> str:
+    """A file the results can be written to, checked before the run (argparse type)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a file name, got ''")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; expected a file name")
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: no directory {folder!r}")
+    if not os.access(folder, os.W_OK) or (os.path.exists(text) and not os.access(text, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: permission denied")
+    return text
 
 
 def _write_json(path: str, payload: object) -> None:
@@ -179,7 +230,7 @@ def _gigabytes(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
+    if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
@@ -271,7 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--exhaustive", action="store_true", help="also check all 2^32 float32 inputs"
     )
     verify.add_argument("--no-progress", action="store_true", help="no progress bar")
-    verify.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    verify.add_argument(
+        "--json", metavar="FILE", type=_json_path, help="also write the results as JSON"
+    )
     verify.set_defaults(func=cmd_verify)
 
     bench = sub.add_parser("bench", help="throughput against np.cbrt, scipy and a memory copy")
@@ -285,7 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also time the graph engine: cbrt(x).sum().backward() on 10^6 and 1 elements",
     )
-    bench.add_argument("--json", metavar="FILE", help="also write the table as JSON")
+    bench.add_argument(
+        "--json", metavar="FILE", type=_json_path, help="also write the table as JSON"
+    )
     bench.add_argument(
         "--plot",
         metavar="FILE",
@@ -322,7 +377,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # The environment is checked before any work, as the arguments are.
+    try:
+        _registry.check_environment()
+    except (ValueError, _registry.BackendUnavailableError) as exc:
+        parser.error(str(exc).removeprefix("cbrtgrad: "))
     if args.command == "verify" and args.n is None:
         from .verification import cases
 

@@ -1,12 +1,16 @@
 """The command line: verify, bench and info, and its errors."""
 
 import json
+import os
+import pathlib
 import subprocess
 import sys
 
 import pytest
 
 from cbrtgrad import cli
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_verify_small_run_passes(tmp_path, capsys):
@@ -113,3 +117,91 @@ def test_info_prints_the_vector_isa_and_each_loops_shape(capsys):
         if "-bit, interleave" in line:
             width = int(line.split("-bit")[0].split()[-1])
             assert width <= host_isa().vector_bits
+
+
+# -- issue 24: every bad argument is an argparse error (exit 2) before any work --------
+BAD_ARGUMENTS = {
+    "verify -n inf": (["verify", "-n", "inf"], "positive integer"),
+    "verify -n nan": (["verify", "-n", "nan"], "positive integer"),
+    "verify -n 1.5": (["verify", "-n", "1.5"], "positive integer"),
+    "verify -n -3": (["verify", "-n", "-3"], "positive integer"),
+    "verify -n 1e300": (["verify", "-n", "1e300"], "up to 2^53"),
+    "bench --sizes inf": (["bench", "--sizes", "inf"], "positive integer"),
+    "bench --sizes 10 2.5": (["bench", "--sizes", "10", "2.5"], "positive integer"),
+    "bench --repeat inf": (["bench", "--repeat", "inf"], "positive integer"),
+    "--dask-gb inf": (["bench", "--dask", "--dask-gb", "inf"], "positive number"),
+    "--dask-gb nan": (["bench", "--dask", "--dask-gb", "nan"], "positive number"),
+    "--dask-gb -1": (["bench", "--dask", "--dask-gb", "-1"], "positive number"),
+    "--workers 1.5": (["bench", "--dask", "--workers", "1.5"], "positive integer"),
+    "empty --backends": (["verify", "--backends", ""], "at least one backend"),
+    "--backends ,": (["bench", "--backends", " , "], "at least one backend"),
+    "accelerate off macOS": (["verify", "--backends", "cpu,accelerate"], "unavailable here"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_ARGUMENTS)
+def test_bad_arguments_are_argparse_errors_with_a_message(case, capsys):
+    argv, message = BAD_ARGUMENTS[case]
+    if "accelerate" in case and sys.platform == "darwin":
+        pytest.skip("Accelerate is available on macOS")
+    with pytest.raises(SystemExit) as excinfo:
+        cli.main(argv)
+    assert excinfo.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_json_to_a_folder_or_a_missing_directory_fails_before_the_run(tmp_path, capsys):
+    for argv in (
+        ["verify", "--json", str(tmp_path)],
+        ["verify", "--json", str(tmp_path / "missing" / "out.json")],
+        ["bench", "--json", str(tmp_path)],
+        ["bench", "--engine", "--json", str(tmp_path / "no" / "such.json")],
+    ):
+        with pytest.raises(SystemExit) as excinfo:
+            cli.main(argv)  # a run would take seconds and print a table first
+        assert excinfo.value.code == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert "--json" in captured.err and ("directory" in captured.err)
+
+
+def _run_cli(*argv, **env):
+    environment = {**os.environ, **env}
+    return subprocess.run(
+        [sys.executable, "-m", "cbrtgrad", *argv],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=str(ROOT),
+    )
+
+
+def test_cuda_without_a_gpu_is_an_argparse_error():
+    done = _run_cli("verify", "--backends", "cuda", "-n", "10", NUMBA_ENABLE_CUDASIM="0")
+    from cbrtgrad.backends import _registry
+
+    if "no CUDA GPU" not in done.stderr and done.returncode == 0:
+        pytest.skip("this machine has a GPU")
+    assert done.returncode == 2, done.stderr
+    assert "backend 'cuda' is unavailable here" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert _registry.known()
+
+
+def test_unknown_environment_backend_names_the_variable():
+    done = _run_cli("info", CBRTGRAD_BACKEND="gpu")
+    assert done.returncode == 2
+    assert "environment variable CBRTGRAD_BACKEND: unknown backend 'gpu'" in done.stderr
+    assert "Traceback" not in done.stderr
+    code = "import numpy as np, cbrtgrad; cbrtgrad.cbrt(np.ones(2))"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CBRTGRAD_BACKEND": "gpu"},
+        cwd=str(ROOT),
+    )
+    assert "ValueError: cbrtgrad: environment variable CBRTGRAD_BACKEND" in done.stderr
+    done = _run_cli("info", CBRTGRAD_BACKEND="cpu", CBRTGRAD_PARALLEL_MIN="many")
+    assert done.returncode == 2 and "CBRTGRAD_PARALLEL_MIN" in done.stderr

@@ -7,7 +7,8 @@ from typing import Any, Literal
 import numpy as np
 
 
-def _check_out(name: str, arr: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def check_fused_out(name: str, arr: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Check one array of ``cbrt_and_grad``'s ``out=(y, dx)``; return it."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"cbrtgrad: out[{name}] must be a numpy.ndarray, got {type(arr).__name__}")
     if arr.shape != shape:
@@ -48,8 +49,8 @@ def fused_outputs(
     else:
         if not isinstance(out, tuple) or len(out) != 2:
             raise TypeError("cbrtgrad: out must be a tuple (y, dx) of two arrays")
-        y = _check_out("y", out[0], x.shape, dtype)
-        dx = _check_out("dx", out[1], x.shape, dtype)
+        y = check_fused_out("y", out[0], x.shape, dtype)
+        dx = check_fused_out("dx", out[1], x.shape, dtype)
     arrays = (x, g, y, dx)
     if all(a.flags.c_contiguous for a in arrays):
         return x, g, y, dx, tuple(a.reshape(-1) for a in arrays)
@@ -80,11 +81,35 @@ def call_ufunc(
     """
     if where is True:
         return ufunc(*args, out=out, dtype=dtype)
-    result = ufunc(*args, dtype=dtype)
+    return masked(lambda *selected: ufunc(*selected, dtype=dtype), args, where, out, dtype)
+
+
+def masked(
+    compute: Any, inputs: tuple[Any, ...], where: Any, out: Any, dtype: Any = None
+) -> np.ndarray:
+    """``compute`` on the elements ``where`` selects only, written into ``out`` there.
+
+    As a numpy ufunc with ``where=``: the other elements are neither computed
+    (so they raise no IEEE flag: ``np.errstate`` sees only the selected ones)
+    nor written (``out`` keeps them; uninitialised without ``out``).
+    ``compute`` takes and returns 1-D arrays of the selected elements.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = np.zeros(3)
+    >>> masked(np.sqrt, (np.array([4.0, -1.0, 9.0]),), np.array([True, False, True]), out)
+    array([2., 0., 3.])
+    """
+    arrays = [np.asarray(a) for a in inputs]
+    shapes = [a.shape for a in arrays] + [np.shape(where)]
+    shape = broadcast_shape(*shapes) if out is None else out.shape
+    mask = np.broadcast_to(where, shape)
+    selected = [np.broadcast_to(a, shape)[mask] for a in arrays]
+    result = np.asarray(compute(*selected))
     if out is None:
-        shape = np.broadcast_shapes(np.shape(result), np.shape(where))
-        out = np.empty(shape, np.asarray(result).dtype)
-    np.copyto(out, result, casting="same_kind", where=where)
+        out = np.empty(shape, dtype or result.dtype)
+    out[mask] = result
     return out
 
 
@@ -165,6 +190,12 @@ def apply_elementwise(
     >>> apply_elementwise(twice, (3.0,), np.dtype(np.float64))
     np.float64(6.0)
     """
+    if where is not True:
+        # Only the selected elements are computed (numpy's where=), by the
+        # general path below on their 1-D copy.
+        return masked(
+            lambda *selected: apply_elementwise(kernel, selected, dtype), inputs, where, out, dtype
+        )
     direct_call = direct_operands(inputs, dtype, out, where)
     if direct_call is not None:
         flats, result = direct_call

@@ -215,6 +215,37 @@ def use_backend(name: str) -> Iterator[Backend | None]:
         _selected.reset(token)
 
 
+def check_environment() -> None:
+    """Check the environment flags, and that ``CBRTGRAD_BACKEND`` names a backend that runs here.
+
+    Raises
+    ------
+    ValueError
+        For a malformed flag, or a ``CBRTGRAD_BACKEND`` that names no backend
+        (the message names the variable).
+    BackendUnavailableError
+        For a ``CBRTGRAD_BACKEND`` naming a backend that cannot run here.
+
+    Examples
+    --------
+    >>> check_environment()
+    """
+    selected = _config.settings().backend
+    if selected != AUTO:
+        _from_environment(selected)
+
+
+def _from_environment(name: str) -> Backend:
+    # The backend CBRTGRAD_BACKEND names; its errors name the variable.
+    prefix = "cbrtgrad: environment variable CBRTGRAD_BACKEND: "
+    try:
+        return get_backend(name)
+    except ValueError as exc:
+        raise ValueError(prefix + str(exc).removeprefix("cbrtgrad: ")) from None
+    except BackendUnavailableError as exc:
+        raise BackendUnavailableError(prefix + str(exc).removeprefix("cbrtgrad: ")) from None
+
+
 def _is_auto(name: Any) -> bool:
     return isinstance(name, str) and name.strip().lower() == AUTO
 
@@ -376,6 +407,7 @@ def resolve(backend: Any, x: Any, *others: Any) -> Backend:
                 return _dask_blocks(backend, value)
     if backend is None or _is_auto(backend):
         selected = _selected.get() if backend is None else AUTO
+        from_environment = selected is None
         if selected is None:
             selected = _config.settings().backend  # parsed: stripped, lower case
         # Both sources hold normalised names (use_backend stores AUTO or a
@@ -383,7 +415,9 @@ def resolve(backend: Any, x: Any, *others: Any) -> Backend:
         if selected == AUTO:
             return auto_choice(x)
         backend = selected
-    found = get_backend(backend)
+        found = _from_environment(backend) if from_environment else get_backend(backend)
+    else:
+        found = get_backend(backend)
     if not found.accepts(x):
         # A backend may say how to make the input acceptable (e.g. an explicit copy).
         hint = getattr(found, "accepts_hint", "")

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .._array_kinds import is_device_array
-from ._layout import fused_outputs
+from ._layout import fused_outputs, masked
 from ._protocol import Availability
 
 
@@ -32,6 +32,12 @@ class NumpyBackend:
     def cube_root_grad(
         self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
     ) -> Any:
+        if where is not True:
+            # Only where selects, as one ufunc with where= would (no flags
+            # from the other elements' y * y).
+            return masked(
+                lambda gs, ys: self.cube_root_grad(gs, ys, dtype=dtype), (g, y), where, out
+            )
         denominator = np.multiply(y, y, dtype=dtype)
         # In place saves an allocation; a 0-d y gives a numpy scalar, which cannot be out=.
         denominator = np.multiply(

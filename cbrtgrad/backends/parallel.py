@@ -16,6 +16,7 @@ import numpy as np
 
 from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
+from ..kernels import fpstatus
 from ..kernels import reduce as reduce_kernels
 from ._layout import apply_elementwise, constant_operand, fused_outputs, same_view
 from ._protocol import Availability
@@ -41,8 +42,28 @@ def _flat_path_safe(x: np.ndarray, g: np.ndarray, y: np.ndarray, dx: np.ndarray)
     return True
 
 
+class _Run:
+    """A parallel loop run under the backend's lock, keeping the IEEE flags it returns."""
+
+    __slots__ = ("lock", "kernel", "status")
+
+    def __init__(self, lock: Any, kernel: Any) -> None:
+        self.lock = lock
+        self.kernel = kernel
+        self.status = 0
+
+    def __call__(self, *arrays: Any) -> None:
+        with self.lock:
+            self.status |= int(self.kernel(*arrays))
+
+
 class ParallelBackend:
     """numba ``parallel=True`` loops over blocks of the vectorised cpu loops.
+
+    The loops run on numba's threads, whose IEEE flags numpy never sees:
+    they return them, and the backend signals them as numpy would
+    (:mod:`cbrtgrad.kernels.fpstatus`), so ``np.errstate`` applies as on the
+    ``cpu`` backend.
 
     NOTE: numba's ``workqueue`` threading layer is not thread-safe, and two
     parallel kernels running at once (e.g. from dask's worker threads)
@@ -69,17 +90,15 @@ class ParallelBackend:
     def accepts(self, x: Any) -> bool:
         return not is_device_array(x)
 
-    def _locked(self, kernel: Any) -> Any:
-        def run(*arrays: np.ndarray) -> None:
-            with self._lock:
-                kernel(*arrays)
-
-        return run
+    def _locked(self, kernel: Any) -> _Run:
+        return _Run(self._lock, kernel)
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
         compute = np.dtype(dtype or x.dtype)
         kernel = self._locked(cpu_kernels.parallel_loops().cube_root)
-        return apply_elementwise(kernel, (x,), compute, out, where)
+        result = apply_elementwise(kernel, (x,), compute, out, where)
+        fpstatus.signal(kernel.status, "cube_root")  # after out= is written, as numpy
+        return result
 
     def cube_root_grad(
         self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
@@ -87,13 +106,15 @@ class ParallelBackend:
         constant = constant_operand(g, y, out, where)
         if constant is not None:
             dx = np.empty_like(y)
-            self._locked(cpu_kernels.parallel_loops().cube_root_grad_constant)(
-                constant, y.reshape(-1), dx.reshape(-1)
-            )
+            kernel = self._locked(cpu_kernels.parallel_loops().cube_root_grad_constant)
+            kernel(constant, y.reshape(-1), dx.reshape(-1))
+            fpstatus.signal(kernel.status, "cube_root_grad")
             return dx
         compute = np.dtype(dtype or np.result_type(g, y))
         kernel = self._locked(cpu_kernels.parallel_loops().cube_root_grad)
-        return apply_elementwise(kernel, (g, y), compute, out, where)
+        result = apply_elementwise(kernel, (g, y), compute, out, where)
+        fpstatus.signal(kernel.status, "cube_root_grad")
+        return result
 
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
@@ -101,19 +122,21 @@ class ParallelBackend:
         x, g, y, dx, flat = fused_outputs(x, g, out, dtype)
         if flat is not None and not _flat_path_safe(*flat):
             flat = None
+        kernel = self._locked(cpu_kernels.parallel_loops().cube_root_and_grad)
         if flat is None:
             xc = np.array(x, order="C")
             gc = np.array(g, order="C")
             yc = np.empty(x.shape, x.dtype)
             dxc = np.empty(x.shape, x.dtype)
             if xc.size:
-                self._locked(cpu_kernels.parallel_loops().cube_root_and_grad)(
-                    xc.reshape(-1), gc.reshape(-1), yc.reshape(-1), dxc.reshape(-1)
-                )
+                kernel(xc.reshape(-1), gc.reshape(-1), yc.reshape(-1), dxc.reshape(-1))
             np.copyto(y, yc)
             np.copyto(dx, dxc)
         elif flat[0].size:
-            self._locked(cpu_kernels.parallel_loops().cube_root_and_grad)(*flat)
+            kernel(*flat)
+        # The forward raises no flag on its own (but for a signaling nan), so
+        # the pair's flags are the gradient's, as the cpu backend names them.
+        fpstatus.signal(kernel.status, "cube_root_grad")
         return y, dx
 
     def sum(self, a: Any, axis: Any = None, keepdims: Any = False) -> Any:

@@ -90,16 +90,18 @@ def autocast() -> contextlib.AbstractContextManager[None]:
 
     The policy is read from each op's :class:`~cbrtgrad.OpSchema` in one place
     of the engine; the cast is a graph node, so the gradient of a float16 leaf
-    is float16 again. Outside the block a float16 tensor stays float16.
+    is float16 again. Outside the block ``power`` keeps a float16 tensor
+    float16; the cube root computes and returns half precision in float32
+    everywhere (the one dtype rule of :mod:`cbrtgrad._dtypes`).
 
     Examples
     --------
     >>> import numpy as np, cbrtgrad as cg
     >>> x = cg.Tensor(np.array([8.0], dtype=np.float16), requires_grad=True)
-    >>> cg.cbrt(x).dtype
+    >>> (x ** 2).dtype
     dtype('float16')
     >>> with cg.autocast():
-    ...     y = cg.cbrt(x)
+    ...     y = x ** 2
     >>> y.dtype
     dtype('float32')
     """

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from .. import _dtypes, api
+from .. import _dtypes, _half, api
 from .._array_kinds import is_dask_array
 from ..backends import _registry
 from . import grad_mode
@@ -29,7 +29,6 @@ from .schema import AmpPolicy, OpSchema, Saves
 from .tensor import Tensor, version_check
 
 _NATIVE = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
-_F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 _SCALARS = (int, float, np.integer, np.floating, np.bool_, bool)
 _OUTPUT = Saves.OUTPUT
@@ -68,7 +67,9 @@ def autocast_inputs(schema: OpSchema, inputs: tuple[Any, ...]) -> tuple[Any, ...
     of a float16 leaf is float16 again); ``PROMOTE`` ops are left alone.
     """
     if schema.amp_policy is AmpPolicy.FORCE_FP32 and _autocast_enabled():
-        return tuple(cast(t, _F32) if getattr(t, "dtype", None) == _F16 else t for t in inputs)
+        return tuple(
+            cast(t, _F32) if type(t) is Tensor and _half.is_half(t.dtype) else t for t in inputs
+        )
     return inputs
 
 
@@ -206,12 +207,7 @@ class CubeRootBackward(Node):
                 # NOTE: hot path: a native dtype, no keyword (the backend's fast case).
                 return backend.cube_root(x)
             dtype = _dtypes.compute_dtype(dt, "x")
-        y = backend.cube_root(x, dtype=dtype)
-        if dt == _F16:
-            # A float16 tensor stays float16 outside autocast (as in PyTorch);
-            # the kernel computed it in float32.
-            y = y.astype(_F16)
-        return y
+        return backend.cube_root(x, dtype=dtype)
 
     @classmethod
     def dispatch(cls, backend: Any, x: Any, stream: Any = None, dtype: Any = None) -> Any:
@@ -314,6 +310,12 @@ def cbrt(
             x = cast(x, requested)
     chosen = _registry.resolve(backend, x._data)
     if out is None and where is True:
+        if _half.is_half(x.dtype) and CubeRootBackward.schema.amp_policy is AmpPolicy.FORCE_FP32:
+            # The one dtype rule (cbrtgrad._dtypes): half precision is computed
+            # in float32 and returned as float32, as the api returns it, in or
+            # out of autocast; the cast is recorded, so a half leaf's gradient
+            # is cast back to its dtype.
+            x = cast(x, _F32)
         return apply(CubeRootBackward, (x,), chosen)
     if _grad_enabled() and x._requires_grad:
         raise RuntimeError(
@@ -328,7 +330,13 @@ def cbrt(
         return Tensor._make(y if type(y) is np.ndarray or is_dask_array(y) else np.asarray(y), None)
     if type(out) is not Tensor:
         raise TypeError(f"cbrtgrad: out must be a Tensor, got {type(out).__name__}")
+    if type(out._data) is np.ndarray and _half.is_half(out.dtype):
+        # Correctly rounded in out's own precision, as the api writes it.
+        api.cbrt(x._data, out=out._data, where=where, backend=backend)
+        out._version.value += 1
+        return out
     api.check_out(out._data, (data,), compute, where)
+    (data,) = api.unaliased((data,), out._data)
     chosen.cube_root(data, out=out._data, where=where, dtype=compute)
     out._version.value += 1
     return out
@@ -538,6 +546,10 @@ class SumBackward(Node):
             backend_sum = getattr(chosen, "sum", None)
             if backend_sum is not None:
                 return backend_sum(a, axis=axis, keepdims=keepdims)
+        if a.dtype.itemsize == 2 and _half.is_half(a.dtype):
+            # NOTE: half precision accumulates in float32, rounded once at the end.
+            wide = np.add.reduce(a, axis=axis, keepdims=keepdims, dtype=_F32)
+            return np.asarray(wide).astype(a.dtype)
         if _REDUCE_TO_ARRAY:
             return np.add.reduce(a, axis=axis, keepdims=keepdims, out=...)
         return np.add.reduce(a, axis=axis, keepdims=keepdims)
@@ -569,6 +581,10 @@ class MeanBackward(SumBackward):
 
     @staticmethod
     def forward(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
+        if a.dtype.itemsize == 2 and _half.is_half(a.dtype):
+            # NOTE: half precision accumulates in float32 (numpy does for
+            # float16, not for bfloat16), rounded once at the end.
+            return np.asarray(np.mean(a, axis=axis, keepdims=keepdims, dtype=_F32)).astype(a.dtype)
         return np.mean(a, axis=axis, keepdims=keepdims)
 
     def save(
@@ -581,7 +597,16 @@ class MeanBackward(SumBackward):
         )
 
     def vjp(self, g: Any) -> tuple[Any, ...]:
-        return (expand(reshape_grad(g / self.count, self.kept_shape), self.in_shape, self.chunks),)
+        dt = g.dtype
+        if dt.itemsize == 2 and _half.is_half(dt):
+            # NOTE: the count does not fit half precision (70,000 > 65,504 is
+            # inf in float16): divided in float32, rounded once.
+            g = cast(g, _F32) if type(g) is Tensor else g.astype(_F32)
+            scaled = g / self.count
+            g = cast(scaled, dt) if type(scaled) is Tensor else scaled.astype(dt)
+        else:
+            g = g / self.count
+        return (expand(reshape_grad(g, self.kept_shape), self.in_shape, self.chunks),)
 
 
 class ReshapeBackward(Node):
@@ -686,7 +711,7 @@ def power(a: Any, exponent: Any) -> Tensor:
 def cast(a: Tensor, dtype: Any) -> Tensor:
     """A differentiable cast of ``a`` to float ``dtype``."""
     dt = np.dtype(dtype)
-    if dt.kind != "f":
+    if dt.kind != "f" and not _half.is_half(dt):
         raise TypeError(f"cbrtgrad: dtype must be a float dtype, got {dt}")
     if dt == a.dtype:
         return a

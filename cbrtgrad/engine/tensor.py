@@ -24,6 +24,32 @@ if TYPE_CHECKING:
 _new = object.__new__
 
 
+class engine_write:
+    """Context for one of the engine's own writes through a ``.data`` view.
+
+    ``Tensor.data`` is read-only for numpy (see :class:`_DataView`); the
+    writes the view sees (item assignment, ufuncs with ``out=``) make it
+    writable for the write, then read-only again, and bump the version.
+    A view of an array that is read-only itself stays read-only.
+    """
+
+    __slots__ = ("array", "opened")
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+        self.opened = False
+
+    def __enter__(self) -> None:
+        array = self.array
+        if not array.flags.writeable and array._owner is not None and array._owner.flags.writeable:
+            array.flags.writeable = True
+            self.opened = True
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.opened:
+            self.array.flags.writeable = False
+
+
 class _Version:
     """A mutable counter shared by a tensor and every view of its data."""
 
@@ -90,51 +116,68 @@ def refuse_device_array(value: Any, name: str) -> None:
 class _DataView(np.ndarray):
     """What ``Tensor.data`` returns: a plain-looking ndarray view that counts writes.
 
-    Item assignment and ufuncs writing into it (``out=``, ``+=``) bump the
-    owning tensor's version, so a saved value modified after the forward is
-    caught by backward instead of giving a silently wrong gradient.
+    Item assignment and ufuncs writing into it (``out=``, ``+=``, ``ufunc.at``)
+    bump the owning tensor's version, so a saved value modified after the
+    forward is caught by backward instead of giving a silently wrong gradient.
+
+    NOTE: numpy has writers a subclass never sees (``fill``, ``np.copyto``,
+    ``.flat[i] = v``, ``np.put``, ``sort``, any C code writing the buffer), so
+    the view is read-only for numpy: those raise numpy's ``ValueError`` ("...
+    read-only") instead of writing unseen. The two writes it sees open it for
+    the write (:class:`engine_write`).
     """
 
     _version: _Version | None
+    #: The tensor's array this is a view of (whether it may be written at all).
+    _owner: np.ndarray | None
 
     def __array_finalize__(self, obj: Any) -> None:
         # Views (slices, reshapes) share the buffer and the counter; copies
         # (``base is None``) are new memory and must not bump it.
         if isinstance(obj, _DataView) and self.base is not None:
             self._version = obj._version
+            self._owner = obj._owner
         else:
             self._version = None
+            self._owner = None
 
     def _bump(self) -> None:
         if self._version is not None:
             self._version.value += 1
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        super().__setitem__(key, value)
+        with engine_write(self):
+            super().__setitem__(key, value)
         self._bump()
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if any(isinstance(i, Tensor) for i in inputs):
             return NotImplemented  # let Tensor.__array_ufunc__ take it
-        plain = tuple(i.view(np.ndarray) if isinstance(i, _DataView) else i for i in inputs)
         out = kwargs.get("out")
-        written: tuple[Any, ...] = ()
-        if out is not None:
-            written = out if isinstance(out, tuple) else (out,)
-            kwargs["out"] = tuple(
-                o.view(np.ndarray) if isinstance(o, _DataView) else o for o in written
-            )
-        result = getattr(ufunc, method)(*plain, **kwargs)
+        outs: tuple[Any, ...] = () if out is None else out if isinstance(out, tuple) else (out,)
+        # ``ufunc.at(a, indices, b)`` writes into a.
+        written = (*outs, inputs[0]) if method == "at" else outs
+        guards = [engine_write(o) for o in written if isinstance(o, _DataView)]
+        for guard in guards:
+            guard.__enter__()
+        try:
+            # Plain views, made while the written ones are open.
+            plain = tuple(i.view(np.ndarray) if isinstance(i, _DataView) else i for i in inputs)
+            if outs:
+                kwargs["out"] = tuple(
+                    o.view(np.ndarray) if isinstance(o, _DataView) else o for o in outs
+                )
+            result = getattr(ufunc, method)(*plain, **kwargs)
+        finally:
+            for guard in reversed(guards):
+                guard.__exit__()
         for o in written:
             if isinstance(o, _DataView):
                 o._bump()
         if method == "at":
-            # ``ufunc.at(a, indices, b)`` writes into its first operand.
-            if isinstance(inputs[0], _DataView):
-                inputs[0]._bump()
             return None
-        if written and method == "__call__":
-            return written[0] if len(written) == 1 else written
+        if outs and method == "__call__":
+            return outs[0] if len(outs) == 1 else outs
         return result
 
     def __repr__(self) -> str:
@@ -236,6 +279,8 @@ class Tensor:
             return self._data
         view = self._data.view(_DataView)
         view._version = self._version
+        view._owner = self._data
+        view.flags.writeable = False  # see _DataView: only the writes it counts
         return view
 
     @data.setter
@@ -258,7 +303,7 @@ class Tensor:
             raise RuntimeError(
                 "cbrtgrad: requires_grad can only be changed on a leaf tensor; use .detach()"
             )
-        if value and self._data.dtype.kind != "f":
+        if value and self._data.dtype.kind != "f" and self._data.dtype.name != "bfloat16":
             raise TypeError(
                 f"cbrtgrad: only floating-point tensors can require grad, got dtype "
                 f"{self._data.dtype}"
@@ -318,11 +363,19 @@ class Tensor:
         return np.asarray(self._data).item()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        # Never a writable alias (a write through it would bypass the version
+        # counter): a read-only view, or a new array when a copy or another
+        # dtype is asked for.
         if copy:
             return np.array(self._data, dtype=dtype, copy=True)
-        if dtype is None:
+        if dtype is None or np.dtype(dtype) == self._data.dtype:
             return self.numpy()
-        return np.asarray(self._data).astype(dtype, copy=False)
+        if copy is False:
+            raise ValueError(
+                f"cbrtgrad: cannot give a Tensor of dtype {self._data.dtype} as {np.dtype(dtype)} "
+                "without a copy (copy=False)"
+            )
+        return np.asarray(self._data).astype(dtype)
 
     def __repr__(self) -> str:
         # A dask array is shown as dask shows it: printing must not compute it.
@@ -338,6 +391,65 @@ class Tensor:
         if self._data.dtype != np.float64:
             extra = f", dtype={self._data.dtype}" + extra
         return f"Tensor({body}{extra})"
+
+    # -- Python protocols ---------------------------------------------------
+    def __bool__(self) -> bool:
+        # As an ndarray: the value of one element, else an error (never
+        # Python's default through __len__, which says True for [0.0]).
+        if self._data.size != 1:
+            raise ValueError(
+                f"cbrtgrad: the truth value of a Tensor of {self._data.size} elements is "
+                "ambiguous; use .numpy().any() or .numpy().all()"
+            )
+        return bool(np.asarray(self._data).reshape(()))
+
+    # Comparisons are element-wise, as numpy's, and give a plain bool ndarray
+    # (not differentiable). A Tensor stays hashable by identity, as the
+    # backward's dicts need (and as a PyTorch tensor is).
+    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+        return np.equal(np.asarray(self._data), _compared(other))
+
+    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+        return np.not_equal(np.asarray(self._data), _compared(other))
+
+    def __lt__(self, other: Any) -> Any:
+        return np.less(np.asarray(self._data), _compared(other))
+
+    def __le__(self, other: Any) -> Any:
+        return np.less_equal(np.asarray(self._data), _compared(other))
+
+    def __gt__(self, other: Any) -> Any:
+        return np.greater(np.asarray(self._data), _compared(other))
+
+    def __ge__(self, other: Any) -> Any:
+        return np.greater_equal(np.asarray(self._data), _compared(other))
+
+    __hash__ = object.__hash__
+
+    def _leaf_only(self, what: str) -> None:
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                f"cbrtgrad: only leaf tensors support {what} (this one was made by "
+                f"{type(self.grad_fn).__name__}); use .detach() first"
+            )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle a leaf: its values, ``requires_grad`` and ``.grad`` (never a graph)."""
+        self._leaf_only("pickling")
+        data = self._data if is_dask_array(self._data) else np.asarray(self._data)
+        return (_restore, (data, self._requires_grad, self.grad))
+
+    def __copy__(self) -> Tensor:
+        """A new leaf with its own copy of the values (as ``copy.copy`` of an ndarray)."""
+        return self.__deepcopy__({})
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        self._leaf_only("copying")
+        data = self._data if is_dask_array(self._data) else np.array(self._data, copy=True)
+        grad = self.grad
+        if isinstance(grad, np.ndarray):
+            grad = grad.copy()
+        return _restore(data, self._requires_grad, grad)
 
     # -- interoperability ---------------------------------------------------
     def __cbrtgrad_function__(
@@ -567,6 +679,17 @@ class Tensor:
         array([0.08333333])
         """
         graph.backward(self, gradient, retain_graph, create_graph)
+
+
+def _compared(other: Any) -> Any:
+    return np.asarray(other._data) if isinstance(other, Tensor) else other
+
+
+def _restore(data: Any, requires_grad: bool, grad: Any) -> Tensor:
+    """A leaf from pickled or copied parts (see ``Tensor.__reduce__``)."""
+    t = Tensor(data, requires_grad=requires_grad)
+    t.grad = grad
+    return t
 
 
 def _lazy_like(value: Any, like: Any) -> Any:

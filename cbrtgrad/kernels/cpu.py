@@ -27,6 +27,7 @@ from numba.extending import overload
 from .. import _compile
 from ._primitives import CPU_PRIMITIVES, f64_as_i64
 from .formulas import MAGNITUDE_MASK64, PLAIN_F64_BEYOND, PLAIN_F64_LOWEST, make_formulas
+from .fpstatus import FENV_MASK, block_status, clear_flags, test_flags
 from .ufunc_loops import make_block_ufunc
 
 FORMULAS = make_formulas(CPU_PRIMITIVES, numba.njit(**_compile.SCALAR_OPTIONS))
@@ -43,17 +44,18 @@ _cube_root_grad_f64_fast = FORMULAS.cube_root_grad_f64_fast
 _cube_root_grad_f64_exact = FORMULAS.cube_root_grad_f64_exact
 
 FUSED_SIGNATURES = [
-    "void(float32[::1], float32[::1], float32[::1], float32[::1])",
-    "void(float64[::1], float64[::1], float64[::1], float64[::1])",
+    "int32(float32[::1], float32[::1], float32[::1], float32[::1])",
+    "int32(float64[::1], float64[::1], float64[::1], float64[::1])",
 ]
-LOOP_SIGNATURES_1 = ["void(float32[::1], float32[::1])", "void(float64[::1], float64[::1])"]
+# The parallel loops return the IEEE flags their blocks raised (fpstatus.py).
+LOOP_SIGNATURES_1 = ["int32(float32[::1], float32[::1])", "int32(float64[::1], float64[::1])"]
 LOOP_SIGNATURES_2 = [
-    "void(float32[::1], float32[::1], float32[::1])",
-    "void(float64[::1], float64[::1], float64[::1])",
+    "int32(float32[::1], float32[::1], float32[::1])",
+    "int32(float64[::1], float64[::1], float64[::1])",
 ]
 CONSTANT_SIGNATURES = [
-    "void(float32, float32[::1], float32[::1])",
-    "void(float64, float64[::1], float64[::1])",
+    "int32(float32, float32[::1], float32[::1])",
+    "int32(float64, float64[::1], float64[::1])",
 ]
 
 
@@ -357,42 +359,79 @@ def fused_blocks(
         ufuncs.cube_root_grad(g[start:stop], yb, out=dx[start:stop])
 
 
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _start_block():  # type: ignore[no-untyped-def]
+    # NOTE: a worker thread's flags are sticky: cleared before each block
+    # (only when one is set, as feclearexcept costs more than fetestexcept)
+    # so that a block reports what it raised itself (fpstatus.py).
+    if test_flags(FENV_MASK):
+        clear_flags(FENV_MASK)
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _union(status):  # type: ignore[no-untyped-def]
+    raised = 0
+    for s in status:
+        raised |= s
+    return np.int32(raised)
+
+
 def _backward_loop_parallel_constant(g, y, dx):  # type: ignore[no-untyped-def]
     # One value g (the gradient of a sum), read from a block-sized array so
     # that the block loop is the same code, so the same bits, as for an array g.
     # dx is always a new array here (see the parallel backend).
     n = y.shape[0]
-    for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
+    blocks = (n + FUSED_BLOCK - 1) // FUSED_BLOCK
+    status = np.zeros(blocks, np.int32)
+    for block in numba.prange(blocks):
+        _start_block()
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
         grad_block(np.full(stop - start, g, y.dtype), y[start:stop], dx[start:stop])
+        status[block] = block_status(test_flags(FENV_MASK))
+    return _union(status)
 
 
 def _fused_loop_parallel(x, g, y, dx):  # type: ignore[no-untyped-def]
     n = x.shape[0]
-    for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
+    blocks = (n + FUSED_BLOCK - 1) // FUSED_BLOCK
+    status = np.zeros(blocks, np.int32)
+    for block in numba.prange(blocks):
+        _start_block()
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
         _forward_block(x[start:stop], y[start:stop])
         grad_block(g[start:stop], y[start:stop], dx[start:stop])
+        status[block] = block_status(test_flags(FENV_MASK))
+    return _union(status)
 
 
 def _forward_loop_parallel(x, y):  # type: ignore[no-untyped-def]
     n = x.shape[0]
-    for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
+    blocks = (n + FUSED_BLOCK - 1) // FUSED_BLOCK
+    status = np.zeros(blocks, np.int32)
+    for block in numba.prange(blocks):
+        _start_block()
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
         _forward_block(x[start:stop], y[start:stop])
+        status[block] = block_status(test_flags(FENV_MASK))
+    return _union(status)
 
 
 def _backward_loop_parallel(g, y, dx):  # type: ignore[no-untyped-def]
     # dx may be g or y (the block loop keeps its inputs); the backend copies
     # any other overlap first.
     n = g.shape[0]
-    for block in numba.prange((n + FUSED_BLOCK - 1) // FUSED_BLOCK):
+    blocks = (n + FUSED_BLOCK - 1) // FUSED_BLOCK
+    status = np.zeros(blocks, np.int32)
+    for block in numba.prange(blocks):
+        _start_block()
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
         grad_block(g[start:stop], y[start:stop], dx[start:stop])
+        status[block] = block_status(test_flags(FENV_MASK))
+    return _union(status)
 
 
 @dataclass(frozen=True)
@@ -433,6 +472,9 @@ class ParallelLoops:
         ``f(x, g, y, dx)``.
     cube_root_grad_constant : callable
         ``f(g, y, dx)`` for one scalar ``g`` (the gradient of a sum).
+
+    Each returns the IEEE flags its blocks raised, in numpy's bit order
+    (:mod:`cbrtgrad.kernels.fpstatus`), for the caller to signal.
     """
 
     @property
@@ -659,8 +701,8 @@ def parallel_loops() -> ParallelLoops:
     --------
     >>> import numpy as np
     >>> x = np.array([-8.0, 27.0]); y = np.empty_like(x)
-    >>> parallel_loops().cube_root(x, y); y
-    array([-2.,  3.])
+    >>> parallel_loops().cube_root(x, y), y
+    (0, array([-2.,  3.]))
     """
     result: ParallelLoops = _cached("parallel", _build_parallel)
     return result

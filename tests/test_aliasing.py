@@ -1,0 +1,137 @@
+"""Outputs that overlap inputs give numpy's answer on every host backend (issue 24).
+
+numpy's ufuncs behave as if every input were read before any output is
+written, whatever the overlap. Each case here builds the arrays as views of
+one buffer, runs the call, and compares the whole buffer, bit for bit, with
+the same backend run on copies and the results written out afterwards (``y``
+before ``dx`` for ``cbrt_and_grad``, so ``out=(a, a)`` holds ``dx``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cbrtgrad as cg
+
+HOST = ("cpu", "numpy", "parallel")
+N = 12
+
+
+def _buffer(dtype):
+    rng = np.random.default_rng(24)
+    return (rng.standard_normal(3 * N) * 30).astype(dtype)
+
+
+#: Views of a buffer ``b`` (name -> function): the inputs and outputs are drawn from these.
+VIEWS = {
+    "a": lambda b: b[:N],
+    "a+1": lambda b: b[1 : N + 1],
+    "a-reversed": lambda b: b[:N][::-1],
+    "b": lambda b: b[N : 2 * N],
+    "b+2": lambda b: b[N + 2 : 2 * N + 2],
+    "c": lambda b: b[2 * N :],
+    "a-strided": lambda b: b[: 2 * N : 2],
+}
+
+
+def _same_bits(a, b):
+    return a.shape == b.shape and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def _single_cases():
+    for arity in (1, 2):
+        for out in VIEWS:
+            for first in VIEWS:
+                for second in VIEWS if arity == 2 else [None]:
+                    yield arity, out, first, second
+
+
+SINGLE = list(_single_cases())
+FUSED = [(x, g, y, dx) for x in VIEWS for g in ("b", "a", "c") for y in VIEWS for dx in VIEWS]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("backend", HOST)
+def test_single_output_overlapping_inputs(backend, dtype):
+    failures = []
+    for arity, out_name, first, second in SINGLE:
+        buf = _buffer(dtype)
+        ref_buf = buf.copy()
+        if arity == 1:
+            args = (VIEWS[first](buf),)
+            ref_args = (VIEWS[first](ref_buf).copy(),)
+            func = cg.cbrt
+        else:
+            args = (VIEWS[first](buf), VIEWS[second](buf))
+            ref_args = (VIEWS[first](ref_buf).copy(), VIEWS[second](ref_buf).copy())
+            func = cg.cbrt_grad
+        with np.errstate(all="ignore"):
+            expected = func(*ref_args, backend=backend)
+            VIEWS[out_name](ref_buf)[...] = expected
+            got = func(*args, out=VIEWS[out_name](buf), backend=backend)
+        if not _same_bits(buf, ref_buf) or not np.shares_memory(got, buf):
+            failures.append((func.__name__, out_name, first, second))
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("backend", HOST)
+def test_fused_outputs_overlapping_inputs_or_each_other(backend):
+    failures = []
+    for x_name, g_name, y_name, dx_name in FUSED:
+        buf = _buffer(np.float64)
+        ref_buf = buf.copy()
+        x, g = VIEWS[x_name](ref_buf).copy(), VIEWS[g_name](ref_buf).copy()
+        with np.errstate(all="ignore"):
+            y_ref, dx_ref = cg.cbrt_and_grad(x, g, backend=backend)
+            VIEWS[y_name](ref_buf)[...] = y_ref
+            VIEWS[dx_name](ref_buf)[...] = dx_ref
+            out = (VIEWS[y_name](buf), VIEWS[dx_name](buf))
+            y, dx = cg.cbrt_and_grad(
+                VIEWS[x_name](buf), VIEWS[g_name](buf), out=out, backend=backend
+            )
+        if not _same_bits(buf, ref_buf) or y is not out[0] and not np.shares_memory(y, buf):
+            failures.append((x_name, g_name, y_name, dx_name))
+    assert not failures, failures
+
+
+def test_the_issue_example_on_every_host_backend():
+    for backend in HOST:
+        x = np.array([8.0, 27.0, -1.0])
+        g = np.array([12.0, 27.0, 3.0])
+        y_ref, dx_ref = cg.cbrt_and_grad(x, g.copy(), backend=backend)
+        buf = np.empty(3)
+        y, dx = cg.cbrt_and_grad(x, g, out=(g, buf), backend=backend)
+        assert y is g and dx is buf
+        np.testing.assert_array_equal(g, y_ref)
+        np.testing.assert_array_equal(buf, dx_ref)
+        np.testing.assert_allclose(buf, [1.0, 1.0, 1.0])
+
+
+def test_broadcast_input_that_is_also_the_output():
+    # x is one element of out, broadcast over all of it: numpy reads it first.
+    for backend in HOST:
+        buf = np.array([8.0, 1.0, 1.0])
+        cg.cbrt(buf[:1], out=buf, backend=backend)
+        np.testing.assert_array_equal(buf, cg.cbrt(np.full(3, 8.0), backend=backend))
+        buf = np.array([8.0, 1.0, 1.0])
+        y = np.array([1.0, 2.0, 4.0])
+        cg.cbrt_grad(buf[:1], y, out=buf, backend=backend)
+        np.testing.assert_array_equal(buf, cg.cbrt_grad(np.full(3, 8.0), y, backend=backend))
+
+
+def test_engine_out_tensor_overlapping_its_input():
+    x = cg.Tensor(np.array([8.0, 27.0, 64.0, 125.0]))
+    with cg.no_grad():
+        cg.cbrt(cg.Tensor(x.data[::-1]), out=x)
+    np.testing.assert_array_equal(x.data, [5.0, 4.0, 3.0, 2.0])
+
+
+def test_dask_out_is_rebound_never_written():
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(np.array([8.0, 27.0, 64.0, 125.0]), chunks=2)
+    g = da.from_array(np.array([12.0, 27.0, 48.0, 75.0]), chunks=2)
+    y = cg.cbrt(x, out=x)
+    np.testing.assert_array_equal(y.compute(), [2.0, 3.0, 4.0, 5.0])
+    dx = cg.cbrt_grad(g, y, out=g)
+    np.testing.assert_array_equal(dx.compute(), [1.0, 1.0, 1.0, 1.0])

@@ -1,0 +1,185 @@
+"""IEEE conditions: every backend signals them the same way and honours np.errstate (issue 24).
+
+The ``parallel`` backend's loops run on numba's threads, whose flags numpy
+never sees; they return them and the backend signals them as numpy would
+(:mod:`cbrtgrad.kernels.fpstatus`). The ``cpu`` backend is a numpy ufunc over
+the same block code, so the two must agree on every input, condition for
+condition; the ``numpy`` backend computes ``g / (3 y y)`` in numpy steps and
+is held to the conditions of the singularity (divide by zero at ``y = 0``,
+invalid for ``0 / 0``), which every backend raises.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+import cbrtgrad as cg
+from cbrtgrad.kernels import fpstatus
+
+HOST = ("cpu", "numpy", "parallel")
+
+
+def _signalled(call):
+    """The RuntimeWarning messages a call gives under np.errstate(all="warn")."""
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="warn"):
+        warnings.simplefilter("always")
+        call()
+    return sorted({str(w.message) for w in caught if w.category is RuntimeWarning})
+
+
+def _conditions(messages):
+    return sorted({m.split(" encountered")[0] for m in messages})
+
+
+def test_the_issue_example_raises_on_the_automatic_parallel_choice():
+    for n in (10**6 - 1, 10**6):  # cpu below the parallel threshold, parallel from it
+        with np.errstate(divide="raise"), pytest.raises(FloatingPointError, match="divide by zero"):
+            cg.cbrt_grad(np.ones(n), np.zeros(n))
+        with pytest.warns(RuntimeWarning, match="divide by zero"):
+            cg.cbrt_grad(np.ones(n), np.zeros(n))
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            cg.cbrt_grad(np.ones(n), np.zeros(n))
+
+
+SINGULAR = {
+    "divide by zero": (np.array([1.0, -2.0, 3.0]), np.array([0.0, -0.0, 1.0])),
+    "invalid value": (np.array([0.0, 1.0]), np.array([0.0, 1.0])),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("backend", HOST)
+@pytest.mark.parametrize("condition", SINGULAR)
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_every_errstate_mode_on_every_backend(backend, condition, dtype):
+    g, y = (a.astype(dtype) for a in SINGULAR[condition])
+    key = {"divide by zero": "divide", "invalid value": "invalid"}[condition]
+    with np.errstate(**{key: "raise"}), pytest.raises(FloatingPointError, match=condition):
+        cg.cbrt_grad(g, y, backend=backend)
+    with np.errstate(**{key: "raise"}), pytest.raises(FloatingPointError, match=condition):
+        cg.cbrt_and_grad(y, g, backend=backend)  # cbrt(0) = 0: the same quotient
+    assert condition in _conditions(_signalled(lambda: cg.cbrt_grad(g, y, backend=backend)))
+    calls = []
+    old = np.seterrcall(lambda text, flags: calls.append(text))
+    try:
+        with np.errstate(**{key: "call"}):
+            cg.cbrt_grad(g, y, backend=backend)
+    finally:
+        np.seterrcall(old)
+    assert condition in calls
+    log = io.StringIO()
+    old = np.seterrcall(log)
+    try:
+        with np.errstate(**{key: "log"}):
+            cg.cbrt_grad(g, y, backend=backend)
+    finally:
+        np.seterrcall(old)
+    assert f"Warning: {condition} encountered in" in log.getvalue()
+
+
+def _hostile_pairs(dtype):
+    info = np.finfo(dtype)
+    values = np.array(
+        [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            np.inf,
+            -np.inf,
+            np.nan,
+            info.tiny,
+            info.tiny / 4,
+            info.max,
+            info.smallest_subnormal,
+            1e-30,
+            1e30,
+        ],
+        dtype,
+    )
+    g, y = np.meshgrid(values, values)
+    return g.ravel(), y.ravel()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_parallel_signals_exactly_what_cpu_signals(dtype):
+    g, y = _hostile_pairs(dtype)
+    cases = 0
+    for i in range(g.size):
+        for pair in ((g[i : i + 1], y[i : i + 1]), (np.repeat(g[i], 5000), np.repeat(y[i], 5000))):
+            on_cpu = _signalled(lambda p=pair: cg.cbrt_grad(*p, backend="cpu"))
+            on_parallel = _signalled(lambda p=pair: cg.cbrt_grad(*p, backend="parallel"))
+            assert on_cpu == on_parallel, (g[i], y[i])
+            fused_cpu = _signalled(lambda p=pair: cg.cbrt_and_grad(p[1], p[0], backend="cpu"))
+            fused_parallel = _signalled(
+                lambda p=pair: cg.cbrt_and_grad(p[1], p[0], backend="parallel")
+            )
+            assert _conditions(fused_cpu) == _conditions(fused_parallel), (g[i], y[i])
+            cases += 1
+    assert cases == 2 * g.size
+
+
+@pytest.mark.parametrize("backend", HOST)
+def test_the_forward_signals_nothing_on_any_finite_or_special_input(backend):
+    for dtype in (np.float32, np.float64):
+        info = np.finfo(dtype)
+        x = np.array(
+            [
+                0.0,
+                -0.0,
+                np.inf,
+                -np.inf,
+                np.nan,
+                info.tiny,
+                info.smallest_subnormal,
+                info.max,
+                -info.max,
+                1e-30,
+                27.0,
+            ],
+            dtype,
+        )
+        with np.errstate(all="raise"):
+            cg.cbrt(x, backend=backend)
+            cg.cbrt(np.repeat(x, 5000), backend=backend)
+
+
+def test_dask_chunks_signal_in_the_thread_that_computes_them():
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    g = da.ones(10, chunks=5)
+    y = da.zeros(10, chunks=5)
+    for inner in ("cpu", "parallel"):
+        with dask.config.set(scheduler="sync"), np.errstate(divide="raise"):
+            with pytest.raises(FloatingPointError, match="divide by zero"):
+                cg.cbrt_grad(g, y, backend=inner).compute()
+
+
+def test_signal_follows_numpy_order_and_modes(capsys):
+    # numpy handles divide, overflow, underflow, invalid in that order.
+    everything = fpstatus.DIVIDE | fpstatus.OVERFLOW | fpstatus.UNDERFLOW | fpstatus.INVALID
+    with np.errstate(all="warn", under="warn"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fpstatus.signal(everything, "f")
+    assert [str(w.message) for w in caught] == [
+        "divide by zero encountered in f",
+        "overflow encountered in f",
+        "underflow encountered in f",
+        "invalid value encountered in f",
+    ]
+    with np.errstate(all="print"):
+        fpstatus.signal(fpstatus.OVERFLOW, "f")
+    assert "Warning: overflow encountered in f" in capsys.readouterr().err
+    old = np.seterrcall(None)
+    try:
+        with np.errstate(all="call"), pytest.raises(ValueError, match="callback"):
+            fpstatus.signal(fpstatus.INVALID, "f")
+    finally:
+        np.seterrcall(old)
+    assert fpstatus.AVAILABLE  # on the CI's x86-64 and ARM machines
