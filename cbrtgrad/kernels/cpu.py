@@ -27,7 +27,7 @@ from numba.extending import overload
 from .. import _compile
 from ._primitives import CPU_PRIMITIVES, f64_as_i64
 from .formulas import MAGNITUDE_MASK64, PLAIN_F64_BEYOND, PLAIN_F64_LOWEST, make_formulas
-from .ufunc_loops import make_block_ufunc
+from .ufunc_loops import LOOP_SIGNATURE, binary_block_loop, ufunc_from_loops, unary_block_loop
 
 FORMULAS = make_formulas(CPU_PRIMITIVES, numba.njit(**_compile.SCALAR_OPTIONS))
 
@@ -437,25 +437,33 @@ class ParallelLoops:
 
     @property
     def cube_root(self) -> Callable[..., None]:
-        return _parallel_cached(_forward_loop_parallel, "forward", LOOP_SIGNATURES_1)
+        return _ParallelByDtype("forward")
 
     @property
     def cube_root_grad(self) -> Callable[..., None]:
-        return _parallel_cached(_backward_loop_parallel, "backward", LOOP_SIGNATURES_2)
+        return _ParallelByDtype("backward")
 
     @property
     def cube_root_and_grad(self) -> Callable[..., None]:
-        return _parallel_cached(_fused_loop_parallel, "fused", FUSED_SIGNATURES)
+        return _ParallelByDtype("fused")
 
     @property
     def cube_root_grad_constant(self) -> Callable[..., None]:
-        return _parallel_cached(
-            _backward_loop_parallel_constant, "backward_constant", CONSTANT_SIGNATURES
-        )
+        return _ParallelByDtype("backward_constant")
 
 
-_lock = threading.Lock()
-_built: dict[str, Any] = {}
+class _ParallelByDtype:
+    """One parallel loop: compiled (or loaded) for the dtype of its last array, on first use."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *arrays: Any) -> None:
+        parallel_loop(self.name, arrays[-1].dtype)(*arrays)
+
+
+_lock = threading.RLock()
+_built: dict[Any, Any] = {}
 
 
 #: SIMD width per loop (bits), capped by ``CBRTGRAD_VECTOR_WIDTH``.
@@ -490,31 +498,65 @@ def ufunc_loop_shape(dtype: str, loop: str = "forward") -> _compile.LoopShape:
     return _compile.loop_shape(LOOP_WIDTHS[dtype], interleave=LOOP_INTERLEAVE.get((loop, dtype)))
 
 
-def _build_ufuncs() -> CpuUfuncs:
-    # The loops are cbrtgrad's own block functions: the correctly rounded
-    # float64 forward and float32 gradient have a second pass over hard lanes,
-    # which a numba.vectorize loop cannot have.
-    f32: np.dtype[Any] = np.dtype(np.float32)
-    f64: np.dtype[Any] = np.dtype(np.float64)
+# The ufuncs' inner loops, one module-level function per (op, dtype) so that
+# numba can cache each (a closure's cells would be part of its cache key).
+# The loops are cbrtgrad's own block functions: the correctly rounded float64
+# forward and float32 gradient have a second pass over hard lanes, which a
+# numba.vectorize loop cannot have.
+def forward_loop_f32(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    unary_block_loop(forward_block_f32, args, dims, steps, np.float32(0))
 
-    def shapes(loop: str) -> dict[np.dtype[Any], _compile.LoopShape]:
-        return {f32: ufunc_loop_shape("float32", loop), f64: ufunc_loop_shape("float64", loop)}
 
-    forward = make_block_ufunc(
-        "cube_root",
-        "The real cube root (cbrtgrad).",
+def forward_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    unary_block_loop(forward_block_f64, args, dims, steps, np.float64(0))
+
+
+def grad_loop_f32(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    binary_block_loop(grad_block, args, dims, steps, np.float32(0))
+
+
+def grad_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    binary_block_loop(grad_block, args, dims, steps, np.float64(0))
+
+
+#: The ufuncs: name -> (number of inputs, docstring, loop kind for the SIMD
+#: shape, {dtype: inner loop}).
+_UFUNCS: dict[str, tuple[int, str, str, dict[str, Any]]] = {
+    "cube_root": (
         1,
-        {f32: forward_block_f32, f64: forward_block_f64},
-        shapes("forward"),
-    )
-    gradient = make_block_ufunc(
-        "cube_root_grad",
-        "g / (3 y^2), the cube root's gradient from its output y (cbrtgrad).",
+        "The real cube root (cbrtgrad).",
+        "forward",
+        {"float32": forward_loop_f32, "float64": forward_loop_f64},
+    ),
+    "cube_root_grad": (
         2,
-        {f32: grad_block, f64: grad_block},
-        shapes("gradient"),
-    )
-    return CpuUfuncs(forward, gradient)
+        "g / (3 y^2), the cube root's gradient from its output y (cbrtgrad).",
+        "gradient",
+        {"float32": grad_loop_f32, "float64": grad_loop_f64},
+    ),
+}
+
+
+def _inner_loop(op: str, dtype: str) -> Any:
+    # Compiled (or loaded from the on-disk cache) once per process.
+    def build() -> Any:
+        _, _, kind, loops = _UFUNCS[op]
+        return _compile.compile_cfunc(
+            loops[dtype], LOOP_SIGNATURE, ufunc_loop_shape(dtype, kind), f"ufunc {op} {dtype}", dtype
+        )
+
+    return _cached(f"loop.{op}.{dtype}", build)
+
+
+def _build_ufunc(op: str, dtypes: tuple[str, ...]) -> np.ufunc:
+    nin, doc, _, _ = _UFUNCS[op]
+    loops = {np.dtype(dtype): _inner_loop(op, dtype) for dtype in dtypes}
+    return ufunc_from_loops(op, doc, nin, loops)
+
+
+def _build_ufuncs() -> CpuUfuncs:
+    both = ("float32", "float64")
+    return CpuUfuncs(_build_ufunc("cube_root", both), _build_ufunc("cube_root_grad", both))
 
 
 #: SIMD width of the parallel loops, per loop and dtype (default 512), capped
@@ -540,24 +582,20 @@ def parallel_loop_shape(name: str, signature: str) -> _compile.LoopShape:
     )
 
 
-def _parallel_loop(
-    kernel: Callable[..., Any], name: str, signatures: list[str], options: dict[str, Any]
-) -> Any:
-    # One signature at a time, each at its own width, then frozen.
-    dispatcher = numba.njit(parallel=True, **options)(kernel)
-    for signature in signatures:
-        with _compile.compiling_for(parallel_loop_shape(name, signature)):
-            dispatcher.compile(signature)
-    dispatcher.disable_compile()
-    return dispatcher
-
-
 #: The parallel loops by name, in ParallelLoops order.
 _PARALLEL_SIGNATURES = {
     "forward": LOOP_SIGNATURES_1,
     "backward": LOOP_SIGNATURES_2,
     "fused": FUSED_SIGNATURES,
     "backward_constant": CONSTANT_SIGNATURES,
+}
+
+#: The function of each parallel loop (module-level, so numba can cache it).
+_PARALLEL_KERNELS = {
+    "forward": _forward_loop_parallel,
+    "backward": _backward_loop_parallel,
+    "fused": _fused_loop_parallel,
+    "backward_constant": _backward_loop_parallel_constant,
 }
 
 
@@ -605,14 +643,56 @@ def loop_plan() -> list[tuple[str, str, str, str]]:
     return plan
 
 
-def _parallel_cached(kernel: Callable[..., Any], name: str, signatures: list[str]) -> Any:
-    found = _built.get(f"parallel.{name}")  # the hot path: one dict lookup
+def parallel_loop(name: str, dtype: Any) -> Any:
+    """One multi-threaded loop (``forward``, ``backward``, ``fused``, ``backward_constant``).
+
+    Compiled (or loaded from the on-disk cache) for one dtype on its first
+    use, each dtype at its own SIMD shape.
+
+    Parameters
+    ----------
+    name : str
+        A key of :class:`ParallelLoops`' loops.
+    dtype : dtype
+        float32 or float64.
+
+    Returns
+    -------
+    numba dispatcher
+        Compiled for that dtype's signature only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([-8.0, 27.0]); y = np.empty_like(x)
+    >>> parallel_loop("forward", x.dtype)(x, y); y
+    array([-2.,  3.])
+    """
+    if name not in _PARALLEL_SIGNATURES:
+        raise ValueError(f"name must be one of {', '.join(_PARALLEL_SIGNATURES)}, got {name!r}")
+    dt = _dtype_name(dtype)
+    found = _built.get(f"parallel.{name}.{dt}")  # the hot path: one dict lookup
     if found is not None:
         return found
+    (signature,) = [s for s in _PARALLEL_SIGNATURES[name] if _dtype_of(s) == dt]
     return _cached(
-        f"parallel.{name}",
-        lambda: _parallel_loop(kernel, name, signatures, _compile.cpu_options()),
+        f"parallel.{name}.{dt}",
+        lambda: _compile.compile_njit(
+            _PARALLEL_KERNELS[name],
+            signature,
+            parallel_loop_shape(name, signature),
+            f"parallel {name} {dt}",
+            dt,
+            parallel=True,
+        ),
     )
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    if name not in ("float32", "float64"):
+        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}")
+    return name
 
 
 def _build_parallel() -> ParallelLoops:
@@ -646,6 +726,60 @@ def ufuncs() -> CpuUfuncs:
     if result is None:
         result = _cached("ufuncs", _build_ufuncs)
     return result
+
+
+def ufunc(op: str, dtype: Any) -> np.ufunc:
+    """The single-thread ufunc of one op for one dtype, compiling or loading only its loop.
+
+    A float64 forward compiles the float64 forward loop (and what it calls)
+    and nothing else; :func:`ufuncs` has both dtypes' loops in one ufunc.
+
+    Parameters
+    ----------
+    op : {"cube_root", "cube_root_grad"}
+    dtype : dtype
+        float32 or float64 (the compute dtype: the caller casts to it).
+
+    Returns
+    -------
+    numpy.ufunc
+        One loop, ``f->f`` or ``d->d`` (``ff->f``, ``dd->d``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ufunc("cube_root", np.float64)(np.array([-8.0, 27.0]))
+    array([-2.,  3.])
+    """
+    found = _built.get((op, dtype))  # the hot path: one dict lookup
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    if op not in _UFUNCS:
+        raise ValueError(f"op must be 'cube_root' or 'cube_root_grad', got {op!r}")
+    dt = _dtype_name(dtype)
+    built: np.ufunc = _cached(f"ufunc.{op}.{dt}", lambda: _build_ufunc(op, (dt,)))
+    with _lock:
+        _built[(op, dtype)] = built  # type: ignore[index]
+    return built
+
+
+def cached_kernels() -> dict[str, tuple[Any, str]]:
+    """Every kernel the on-disk cache can hold: ``{name: (function, tag)}``.
+
+    Examples
+    --------
+    >>> sorted(cached_kernels())[0]
+    'parallel backward float32'
+    """
+    kernels: dict[str, tuple[Any, str]] = {}
+    for op, (_, _, _, loops) in _UFUNCS.items():
+        for dtype, loop in loops.items():
+            kernels[f"ufunc {op} {dtype}"] = (loop, dtype)
+    for name, signatures in _PARALLEL_SIGNATURES.items():
+        for signature in signatures:
+            dtype = _dtype_of(signature)
+            kernels[f"parallel {name} {dtype}"] = (_PARALLEL_KERNELS[name], dtype)
+    return kernels
 
 
 def parallel_loops() -> ParallelLoops:
