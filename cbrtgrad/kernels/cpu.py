@@ -82,6 +82,15 @@ SERIAL_BLOCK = 1 << 16
 
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
+def _copy(source, target):  # type: ignore[no-untyped-def]
+    # target[:] = source for arrays of one length. NOTE: numba's slice
+    # assignment compiles its shape-mismatch error message (unicode
+    # formatting): about 2.5 s of the first compile of each kernel on 2 cores.
+    for i in range(source.shape[0]):
+        target[i] = source[i]
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
 def _pass_f32(x, y):  # type: ignore[no-untyped-def]
     for i in range(x.shape[0]):
         y[i] = _cube_root_f32(x[i])
@@ -98,7 +107,7 @@ def forward_block_f32(x, y):  # type: ignore[no-untyped-def]
     for start in range(0, x.shape[0], SECOND_PASS_BLOCK):
         stop = min(start + SECOND_PASS_BLOCK, x.shape[0])
         kept = saved[: stop - start]
-        kept[:] = x[start:stop]
+        _copy(x[start:stop], kept)
         _pass_f32(kept, y[start:stop])
 
 
@@ -203,7 +212,7 @@ def forward_block_f64(x, y):  # type: ignore[no-untyped-def]
         xs = x[start:stop]
         if in_place:
             kept = saved[: stop - start]
-            kept[:] = xs
+            _copy(xs, kept)
             xs = kept
         ys = y[start:stop]
         following = x[stop : min(stop + SECOND_PASS_BLOCK, n)]
@@ -243,7 +252,7 @@ def _overload_kept(a, start, stop, kept):  # type: ignore[no-untyped-def]
         if kept.shape[0] == 0:
             return a[start:stop]
         copy = kept[: stop - start]
-        copy[:] = a[start:stop]
+        _copy(a[start:stop], copy)
         return copy
 
     return kept_block
