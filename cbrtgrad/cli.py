@@ -195,7 +195,7 @@ def cmd_bench_dask(args: argparse.Namespace) -> int:
 
 
 def info_lines() -> list[str]:
-    """What ``cbrtgrad info`` prints: versions, CPU, backends and why.
+    """What ``cbrtgrad info`` prints: versions, CPU, kernel cache, backends and why.
 
     Examples
     --------
@@ -207,8 +207,8 @@ def info_lines() -> list[str]:
     import numba
     import scipy
 
-    from . import _text
-    from .kernels.cpu import loop_plan
+    from . import _cache, _text
+    from .kernels.cpu import cached_kernels, loop_plan
 
     features = llvm.get_host_cpu_features()
     simd = sorted(k for k, on in features.items() if on and k.startswith(("avx", "fma", "sse4")))
@@ -223,6 +223,7 @@ def info_lines() -> list[str]:
         f"features   {' '.join(simd)}",
         f"threads    numba {numba.get_num_threads()} "
         f"(layer: {getattr(numba.config, 'THREADING_LAYER', '?')})",
+        f"cache      {_cache.status(cached_kernels()).describe()}",
         "backends:",
     ]
     backends = []
@@ -306,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.set_defaults(func=cmd_bench)
 
-    info = sub.add_parser("info", help="versions, CPU features and backends")
+    info = sub.add_parser("info", help="versions, CPU features, kernel cache and backends")
     info.set_defaults(func=cmd_info)
     return parser
 
