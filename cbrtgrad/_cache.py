@@ -341,7 +341,8 @@ def status(kernels: dict[str, tuple[Any, str]]) -> CacheStatus:
     if folder is None:
         where = root() / digest()
         return CacheStatus(False, str(where), (), tuple(kernels))
-    cached, missing = [], []
+    cached: list[str] = []
+    missing: list[str] = []
     for name, (py_func, tag) in kernels.items():
         (cached if cache_for(py_func, tag).has_entry() else missing).append(name)
     return CacheStatus(True, str(folder), tuple(cached), tuple(missing))

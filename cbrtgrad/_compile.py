@@ -301,9 +301,7 @@ def _record(name: str, loaded: bool) -> None:
         _BUILT[name] = "loaded" if loaded else "compiled"
 
 
-def compile_cfunc(
-    py_func: Any, signature: Any, shape: LoopShape, name: str, tag: str
-) -> Any:
+def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag: str) -> Any:
     """Compile (or load from the cache) one C callback, such as a ufunc's inner loop.
 
     Parameters
@@ -329,7 +327,7 @@ def compile_cfunc(
     from numba.core.ccallback import CFunc
 
     options = {k: v for k, v in cpu_options().items() if k != "cache"}
-    compiled = CFunc(py_func, sigutils.normalize_signature(signature), locals={}, options=options)
+    compiled: Any = CFunc(py_func, sigutils.normalize_signature(signature), {}, options)
     cache = _cache.cache_for(py_func, tag)
     if cache is not None:
         compiled._cache = cache

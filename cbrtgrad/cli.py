@@ -90,6 +90,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_dask(args)
     if args.peers:
         return cmd_bench_peers(args)
+    if args.startup:
+        return cmd_bench_startup(args)
     rows = benchmarking.run(
         sizes=tuple(args.sizes), repeat=args.repeat, backends=tuple(args.backends)
     )
@@ -151,6 +153,26 @@ def cmd_bench_plot(args: argparse.Namespace) -> int:
     print(f"plot written to {args.plot}")
     if args.json:
         _write_json(args.json, {"curve": benchmarking.curve_as_dicts(points)})
+    return 0
+
+
+def cmd_bench_startup(args: argparse.Namespace) -> int:
+    """``cbrtgrad bench --startup``: import and first call in fresh interpreters."""
+    import importlib.util
+
+    from . import benchmarking
+
+    dask = importlib.util.find_spec("distributed") is not None
+    rows = benchmarking.startup_rows(runs=args.runs, dask=dask)
+    print(f"CPU: {_isa.host_isa().describe()}")
+    print(benchmarking.format_startup_rows(rows))
+    if not dask:
+        print("(no dask LocalCluster row: distributed is not installed)")
+    if args.json:
+        _write_json(
+            args.json,
+            {"cpu": _isa.host_isa().describe(), "startup": [vars(r) for r in rows]},
+        )
     return 0
 
 
@@ -298,6 +320,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--dask",
         action="store_true",
         help="instead: a float32 array chunk by chunk on a local dask cluster vs np.cbrt",
+    )
+    bench.add_argument(
+        "--startup",
+        action="store_true",
+        help="instead: import and first float64 cbrt in fresh interpreters, with a cold, a warm "
+        "and no kernel cache (temporary folders), and a 4-worker dask LocalCluster's first "
+        "result with a warm cache (when distributed is installed)",
+    )
+    bench.add_argument(
+        "--runs", type=_positive, default=3, help="--startup fresh interpreters per case"
     )
     bench.add_argument(
         "--dask-gb", type=_gigabytes, default=2.0, help="--dask input size in GB (default 2)"

@@ -167,7 +167,7 @@ def _race(cache: Path, dtypes: list[str], go: Path) -> list[dict]:
 
 
 def _check_round(results: list[dict], dtypes: list[str]) -> None:
-    for result, dtype in zip(results, dtypes):
+    for result, dtype in zip(results, dtypes, strict=True):
         assert result["digest"] == _digest(dtype)
         assert set(result["built"]) == {f"ufunc cube_root {dtype}"}
 

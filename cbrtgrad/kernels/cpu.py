@@ -551,7 +551,11 @@ def _inner_loop(op: str, dtype: str) -> Any:
     def build() -> Any:
         _, _, kind, loops = _UFUNCS[op]
         return _compile.compile_cfunc(
-            loops[dtype], LOOP_SIGNATURE, ufunc_loop_shape(dtype, kind), f"ufunc {op} {dtype}", dtype
+            loops[dtype],
+            LOOP_SIGNATURE,
+            ufunc_loop_shape(dtype, kind),
+            f"ufunc {op} {dtype}",
+            dtype,
         )
 
     return _cached(f"loop.{op}.{dtype}", build)

@@ -1,0 +1,85 @@
+"""asv benchmarks of start-up, each in a fresh interpreter (asv's ``timeraw_``).
+
+The goals (issue 23, on 2 cores): ``import cbrtgrad`` within 0.25 s; with a
+warm kernel cache, the first float64 ``cbrt`` within 1.0 s of the import;
+with a cold one, within 0.3x of the time before the cache and the per-dtype
+compilation (28 s on a 2-core AMD EPYC, AVX2); a 4-worker dask LocalCluster's
+first ``cbrt`` within 2 s of its workers' start. The caches are temporary
+folders made in ``setup_cache`` (never the user's). ``cbrtgrad bench
+--startup`` measures the same scripts (cbrtgrad.benchmarking).
+
+NOTE: asv's timeraw_ runs the returned code under ``timeit`` in a new
+interpreter, after the returned setup code (untimed).
+"""
+
+import importlib.util
+import tempfile
+
+from cbrtgrad import benchmarking
+
+_ENV = (
+    "import os; os.environ['CBRTGRAD_CACHE_DIR'] = {folder!r}; os.environ['CBRTGRAD_CACHE'] = '1'"
+)
+
+
+class Startup:
+    # Fresh interpreters: a run compiles (cold) or loads (warm), so one each.
+    number = 1
+    repeat = 3
+    timeout = 600
+
+    def setup_cache(self):
+        warm = tempfile.mkdtemp(prefix="cbrtgrad-asv-warm-")
+        benchmarking.run_fresh(benchmarking.STARTUP_SCRIPT, warm)
+        return warm
+
+    def timeraw_import(self, warm):
+        return "import cbrtgrad", "import numpy"
+
+    def timeraw_first_cbrt_warm_cache(self, warm):
+        setup = _ENV.format(folder=warm) + "\nimport numpy as np\nimport cbrtgrad"
+        return "cbrtgrad.cbrt(np.ones(10))", setup
+
+    def timeraw_first_cbrt_cold_cache(self, warm):
+        # An empty folder of its own every run (in the temporary folder).
+        setup = (
+            "import os, tempfile\n"
+            "os.environ['CBRTGRAD_CACHE_DIR'] = tempfile.mkdtemp(prefix='cbrtgrad-asv-cold-')\n"
+            "os.environ['CBRTGRAD_CACHE'] = '1'\n"
+            "import numpy as np\nimport cbrtgrad"
+        )
+        return "cbrtgrad.cbrt(np.ones(10))", setup
+
+
+class DaskClusterStartup:
+    number = 1
+    repeat = 2
+    timeout = 600
+
+    def setup_cache(self):
+        warm = tempfile.mkdtemp(prefix="cbrtgrad-asv-dask-")
+        benchmarking.run_fresh(benchmarking.STARTUP_SCRIPT, warm)
+        return warm
+
+    def setup(self, warm):
+        if importlib.util.find_spec("distributed") is None:
+            raise NotImplementedError("needs distributed")
+
+    def timeraw_first_result_after_workers_start(self, warm):
+        # The cluster is started (and all four workers connected) in the
+        # untimed setup; the timed code is the first cbrt of a dask array.
+        setup = (
+            _ENV.format(folder=warm)
+            + """
+import numpy as np
+import dask.array as da
+from distributed import Client, LocalCluster
+import cbrtgrad
+from cbrtgrad.backends.dask_cluster import default_numba_threads, worker_env
+cluster = LocalCluster(n_workers=4, threads_per_worker=1, processes=True, host="127.0.0.1",
+                       dashboard_address=None, env=worker_env(default_numba_threads(4)))
+client = Client(cluster)
+client.wait_for_workers(4)
+"""
+        )
+        return "cbrtgrad.cbrt(da.ones(4000, chunks=1000)).compute()", setup
