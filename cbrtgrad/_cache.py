@@ -12,10 +12,11 @@ of every module the kernels are built from. A cache written under one key is
 never read under another; old folders are left for the user to delete.
 
 Where: ``CBRTGRAD_CACHE_DIR`` if set, else ``$NUMBA_CACHE_DIR/cbrtgrad`` if
-numba's variable is set, else the user's cache folder (``~/.cache/cbrtgrad``
-on Linux, ``~/Library/Caches/cbrtgrad`` on macOS, ``%LOCALAPPDATA%\\cbrtgrad``
-on Windows). ``CBRTGRAD_CACHE=0`` turns it off; a folder that cannot be
-written turns it off too (the kernels are then compiled in each process).
+numba's variable is set, else the user's cache folder (numba's ``appdirs``:
+``~/.cache/cbrtgrad`` on Linux, ``~/Library/Caches/cbrtgrad`` on macOS,
+``%LOCALAPPDATA%\\cbrtgrad\\Cache`` on Windows). ``CBRTGRAD_CACHE=0`` turns it
+off; a folder that cannot be written turns it off too (the kernels are then
+compiled in each process).
 
 NOTE: numba issue 4807 (segfaults with ``cache=True`` when processes compile
 at once). numba 0.68 writes each index and data file to a temporary name and

@@ -322,6 +322,14 @@ def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag
     Returns
     -------
     numba.core.ccallback.CFunc
+
+    Examples
+    --------
+    >>> from cbrtgrad.kernels import cpu, ufunc_loops
+    >>> loop = compile_cfunc(cpu.forward_loop_f32, ufunc_loops.LOOP_SIGNATURE,
+    ...                      cpu.ufunc_loop_shape("float32"), "ufunc cube_root float32", "float32")
+    >>> loop.address > 0
+    True
     """
     from numba.core import sigutils
     from numba.core.ccallback import CFunc
@@ -359,6 +367,15 @@ def compile_njit(
     -------
     numba dispatcher
         Compiled for ``signature`` only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cbrtgrad.kernels import cpu
+    >>> copy = compile_njit(cpu._copy.py_func, "void(float64[::1], float64[::1])",
+    ...                     loop_shape(256), "copy float64", "float64")
+    >>> y = np.zeros(2); copy(np.array([8.0, -27.0]), y); y
+    array([  8., -27.])
     """
     import numba
 

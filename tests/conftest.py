@@ -16,24 +16,16 @@ default, so that ``python -m pytest`` stays within a few minutes on 2 cores.
 everything; any ``-m`` expression decides by itself. They are skipped rather
 than deselected, so a file of slow tests alone still collects (no exit 5).
 
-The on-disk kernel cache (cbrtgrad/_cache.py) of a test run is a temporary
-folder shared by the run's processes (subprocesses inherit it) and removed at
-the end, so the tests never write the user's cache; set ``CBRTGRAD_CACHE_DIR``
-to keep one between runs (the kernels then load in well under a second).
+The kernel cache of a test run is set up in the repository's root
+``conftest.py`` (which also covers the doctests in ``cbrtgrad/``).
 """
 
 import os
-import shutil
-import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
-_RUN_CACHE = None
-if not os.environ.get("CBRTGRAD_CACHE_DIR"):
-    _RUN_CACHE = tempfile.mkdtemp(prefix="cbrtgrad-test-cache-")
-    os.environ["CBRTGRAD_CACHE_DIR"] = _RUN_CACHE
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile("ci", derandomize=True, deadline=None, suppress_health_check=_QUIET)
@@ -57,8 +49,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slow") is not None:
             item.add_marker(skip)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if _RUN_CACHE is not None:
-        shutil.rmtree(_RUN_CACHE, ignore_errors=True)

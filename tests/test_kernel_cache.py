@@ -54,7 +54,7 @@ def _digest(dtype: str) -> str:
 
 def _env(cache: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CBRTGRAD_", "NUMBA_CPU"))}
-    env.update(CBRTGRAD_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT), **extra)
+    env.update({"CBRTGRAD_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), **extra})
     return env
 
 
@@ -134,12 +134,15 @@ def test_cache_off_compiles_and_writes_nothing(tmp_path):
 
 
 #: Waits for the go file, then runs _CALL's work, so that all start at once.
-_RACER = """
+_RACER = (
+    """
 import os, sys, time
 go = sys.argv[2]
 while not os.path.exists(go):
     time.sleep(0.005)
-""" + _CALL.replace("dtype = np.dtype(sys.argv[1])", "dtype = np.dtype(sys.argv[1])")
+"""
+    + _CALL
+)
 
 
 def _race(cache: Path, dtypes: list[str], go: Path) -> list[dict]:
@@ -174,29 +177,31 @@ def _check_round(results: list[dict], dtypes: list[str]) -> None:
 
 def test_four_processes_write_and_read_one_cache_at_once(tmp_path):
     # Round 1: four cold processes compile and save the same kernel at once;
-    # round 2: four load it at once; round 3: two dtypes mixed, one of them
-    # cold, in the same folder. Every process must finish with the right bits.
+    # round 2: four load it at once. Every process must finish with the
+    # right bits. (The slow test below mixes dtypes and repeats.)
     go = tmp_path / "go"
     cache = tmp_path / "cache"
-    rounds = [["float32"] * 4, ["float32"] * 4, ["float32", "float64"] * 2]
-    for number, dtypes in enumerate(rounds):
-        results = _race(cache, dtypes, go)
-        _check_round(results, dtypes)
+    for number in range(2):
+        results = _race(cache, ["float32"] * 4, go)
+        _check_round(results, ["float32"] * 4)
         if number == 1:
             assert all(r["built"] == {"ufunc cube_root float32": "loaded"} for r in results)
     (folder,) = [p for p in (cache / "cbrtgrad").iterdir() if p.is_dir()]
-    # No temporary file left behind, one index per kernel.
+    # No temporary file left behind, one index for the one kernel.
     assert not [p for p in folder.iterdir() if ".tmp." in p.name]
-    assert len(list(folder.glob("*.nbi"))) == 2
+    assert len(list(folder.glob("*.nbi"))) == 1
 
 
 @pytest.mark.slow
 def test_four_processes_at_once_repeated_with_the_index_removed_between_rounds(tmp_path):
+    # Two kernels written into one folder at once, cold and warm, six times.
     go = tmp_path / "go"
     cache = tmp_path / "cache"
     for number in range(6):
         dtypes = ["float64", "float32", "float64", "float32"]
         _check_round(_race(cache, dtypes, go), dtypes)
+        (folder,) = [p for p in (cache / "cbrtgrad").iterdir() if p.is_dir()]
+        assert not [p for p in folder.iterdir() if ".tmp." in p.name]
         if number % 2 == 0:
             # Every other round starts from a cache with data files but no
             # index, as after a crash between numba's two writes.
