@@ -851,23 +851,29 @@ print(json.dumps({"import": imported - start, "first_cbrt": done - imported}))
 """
 
 #: A 4-worker LocalCluster in a fresh interpreter: the time from its workers'
-#: start (all four connected) to the first ``cbrt`` of a dask array. Prints JSON.
+#: start (all four connected) to the first ``cbrt`` of a dask array; with the
+#: argument ``plugin``, the workers first load the kernel through
+#: :func:`cbrtgrad.backends.dask_cluster.kernels_plugin` (timed apart). Prints JSON.
 DASK_STARTUP_SCRIPT = """
-import json, time
+import json, sys, time
 import numpy as np
 import dask.array as da
 from distributed import Client, LocalCluster
 import cbrtgrad
-from cbrtgrad.backends.dask_cluster import default_numba_threads, worker_env
+from cbrtgrad.backends.dask_cluster import default_numba_threads, kernels_plugin, worker_env
 start = time.perf_counter()
 with LocalCluster(n_workers=4, threads_per_worker=1, processes=True, host="127.0.0.1",
                   dashboard_address=None, env=worker_env(default_numba_threads(4))) as cluster:
     with Client(cluster) as client:
         client.wait_for_workers(4)
         ready = time.perf_counter()
+        if sys.argv[1:] == ["plugin"]:
+            client.register_plugin(kernels_plugin())
+        loaded = time.perf_counter()
         cbrtgrad.cbrt(da.ones(4000, chunks=1000)).compute()
         done = time.perf_counter()
-print(json.dumps({"cluster_start": ready - start, "first_result": done - ready}))
+print(json.dumps({"cluster_start": ready - start, "plugin": loaded - ready,
+                  "first_result": done - loaded}))
 """
 
 
@@ -882,7 +888,9 @@ class StartupRow:
     runs: int
 
 
-def run_fresh(script: str, cache_dir: str | None, timeout: float = 600.0) -> dict[str, float]:
+def run_fresh(
+    script: str, cache_dir: str | None, timeout: float = 600.0, args: Sequence[str] = ()
+) -> dict[str, float]:
     """Run ``script`` in a fresh interpreter with this cbrtgrad and return the JSON it prints.
 
     Parameters
@@ -894,6 +902,8 @@ def run_fresh(script: str, cache_dir: str | None, timeout: float = 600.0) -> dic
         cache (``CBRTGRAD_CACHE=0``).
     timeout : float
         Seconds before the run is abandoned.
+    args : sequence of str
+        The script's command-line arguments.
 
     Returns
     -------
@@ -915,7 +925,7 @@ def run_fresh(script: str, cache_dir: str | None, timeout: float = 600.0) -> dic
         env["CBRTGRAD_CACHE"] = "1"
         env["CBRTGRAD_CACHE_DIR"] = cache_dir
     done = subprocess.run(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", script, *args],
         capture_output=True,
         text=True,
         env=env,
@@ -935,7 +945,9 @@ def startup_rows(runs: int = 3, dask: bool = False) -> list[StartupRow]:
     temporary folder (never the user's): *cold* is an empty folder every
     run, *warm* one that a first, untimed run filled; *off* is
     ``CBRTGRAD_CACHE=0``. With ``dask``, a 4-worker ``LocalCluster`` with a
-    warm cache: the seconds from its workers' start to its first result.
+    warm cache: the seconds from its workers' start to its first result, and
+    with :func:`cbrtgrad.backends.dask_cluster.kernels_plugin` registered
+    first (its load timed apart).
 
     Parameters
     ----------
@@ -976,6 +988,9 @@ def startup_rows(runs: int = 3, dask: bool = False) -> list[StartupRow]:
                 result = run_fresh(DASK_STARTUP_SCRIPT, warm)
                 add("dask LocalCluster (4 workers) start", "warm", result["cluster_start"])
                 add("dask first cbrt after workers start", "warm", result["first_result"])
+                result = run_fresh(DASK_STARTUP_SCRIPT, warm, args=["plugin"])
+                add("dask kernels_plugin load on 4 workers", "warm", result["plugin"])
+                add("dask first cbrt after the plugin", "warm", result["first_result"])
     finally:
         shutil.rmtree(warm, ignore_errors=True)
     return [

@@ -83,3 +83,9 @@ client.wait_for_workers(4)
 """
         )
         return "cbrtgrad.cbrt(da.ones(4000, chunks=1000)).compute()", setup
+
+    def timeraw_kernels_plugin_then_first_result(self, warm):
+        # The same, with the kernel loaded by the workers' plugin (timed too).
+        code, setup = self.timeraw_first_result_after_workers_start(warm)
+        plugin = "from cbrtgrad.backends.dask_cluster import kernels_plugin\n"
+        return "client.register_plugin(kernels_plugin())\n" + code, setup + plugin
