@@ -17,6 +17,13 @@ class CpuBackend:
 
     name = "cpu"
 
+    def __init__(self) -> None:
+        #: ``{dtype: ufunc}`` once a call has compiled or loaded them.
+        #: NOTE: hot path: the engine's small calls look the dtype up here
+        #: instead of calling into the kernel module each time.
+        self._forward: dict[Any, np.ufunc] = {}
+        self._gradient: dict[Any, np.ufunc] = {}
+
     def availability(self) -> Availability:
         return Availability(True, "numba CPU target")
 
@@ -29,7 +36,10 @@ class CpuBackend:
         if where is True and (dtype is None or dtype is x.dtype or dtype == x.dtype):
             # NOTE: hot path (every engine forward and api call): the ufunc
             # writes any out= itself.
-            return cpu_kernels.ufunc("cube_root", x.dtype)(x, out=out)
+            forward = self._forward.get(x.dtype)
+            if forward is None:
+                forward = self._forward[x.dtype] = cpu_kernels.ufunc("cube_root", x.dtype)
+            return forward(x, out=out)
         compute = x.dtype if dtype is None else dtype
         forward = cpu_kernels.ufunc("cube_root", compute)
         return call_ufunc(forward, x, out=out, where=where, dtype=dtype)
@@ -41,7 +51,10 @@ class CpuBackend:
             # NOTE: hot path (every engine backward and api call). A broadcast g (the
             # gradient of a sum) reaches the loop with stride 0 and is read
             # from a buffer of its value there.
-            return cpu_kernels.ufunc("cube_root_grad", y.dtype)(g, y, out=out)
+            gradient = self._gradient.get(y.dtype)
+            if gradient is None:
+                gradient = self._gradient[y.dtype] = cpu_kernels.ufunc("cube_root_grad", y.dtype)
+            return gradient(g, y, out=out)
         compute = np.result_type(g, y) if dtype is None else dtype
         gradient = cpu_kernels.ufunc("cube_root_grad", compute)
         return call_ufunc(gradient, g, y, out=out, where=where, dtype=dtype)
