@@ -5,7 +5,9 @@ warm kernel cache, the first float64 ``cbrt`` within 1.0 s of the import;
 with a cold one, within 0.3x of the time before the cache and the per-dtype
 compilation (28 s on a 2-core AMD EPYC, AVX2); a 4-worker dask LocalCluster's
 first ``cbrt`` within 2 s of its workers' start. The caches are temporary
-folders made in ``setup_cache`` (never the user's). ``cbrtgrad bench
+folders (never the user's): the warm ones at fixed names under the system's
+temporary folder, reused by later runs (their key sub-folders keep them
+apart), the cold ones made per run and removed at its exit. ``cbrtgrad bench
 --startup`` measures the same scripts (cbrtgrad.benchmarking).
 
 NOTE: asv's timeraw_ runs the returned code under ``timeit`` in a new
@@ -13,13 +15,22 @@ interpreter, after the returned setup code (untimed).
 """
 
 import importlib.util
+import os
 import tempfile
 
+import cbrtgrad
 from cbrtgrad import benchmarking
 
-_ENV = (
-    "import os; os.environ['CBRTGRAD_CACHE_DIR'] = {folder!r}; os.environ['CBRTGRAD_CACHE'] = '1'"
+#: The folder that holds the cbrtgrad this suite imported. NOTE: asv puts
+#: ASV_PYTHONPATH on sys.path of its benchmark processes, but the fresh
+#: interpreters of timeraw_ do not inherit it: without this they would time
+#: whichever cbrtgrad is installed.
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(cbrtgrad.__file__)))
+_PATH = (
+    f"import os, sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
+    f"os.environ['PYTHONPATH'] = {_PACKAGE_PARENT!r}\n"
 )
+_ENV = _PATH + ("os.environ['CBRTGRAD_CACHE_DIR'] = {folder!r}; os.environ['CBRTGRAD_CACHE'] = '1'")
 
 
 class Startup:
@@ -29,22 +40,24 @@ class Startup:
     timeout = 600
 
     def setup_cache(self):
-        warm = tempfile.mkdtemp(prefix="cbrtgrad-asv-warm-")
+        warm = os.path.join(tempfile.gettempdir(), "cbrtgrad-asv-warm")
         benchmarking.run_fresh(benchmarking.STARTUP_SCRIPT, warm)
         return warm
 
     def timeraw_import(self, warm):
-        return "import cbrtgrad", "import numpy"
+        return "import cbrtgrad", _PATH + "import numpy"
 
     def timeraw_first_cbrt_warm_cache(self, warm):
         setup = _ENV.format(folder=warm) + "\nimport numpy as np\nimport cbrtgrad"
         return "cbrtgrad.cbrt(np.ones(10))", setup
 
     def timeraw_first_cbrt_cold_cache(self, warm):
-        # An empty folder of its own every run (in the temporary folder).
-        setup = (
-            "import os, tempfile\n"
-            "os.environ['CBRTGRAD_CACHE_DIR'] = tempfile.mkdtemp(prefix='cbrtgrad-asv-cold-')\n"
+        # An empty folder of its own every run, removed when the run exits.
+        setup = _PATH + (
+            "import atexit, os, shutil, tempfile\n"
+            "cold = tempfile.mkdtemp(prefix='cbrtgrad-asv-cold-')\n"
+            "atexit.register(shutil.rmtree, cold, True)\n"
+            "os.environ['CBRTGRAD_CACHE_DIR'] = cold\n"
             "os.environ['CBRTGRAD_CACHE'] = '1'\n"
             "import numpy as np\nimport cbrtgrad"
         )
@@ -57,7 +70,7 @@ class DaskClusterStartup:
     timeout = 600
 
     def setup_cache(self):
-        warm = tempfile.mkdtemp(prefix="cbrtgrad-asv-dask-")
+        warm = os.path.join(tempfile.gettempdir(), "cbrtgrad-asv-warm")
         benchmarking.run_fresh(benchmarking.STARTUP_SCRIPT, warm)
         return warm
 
