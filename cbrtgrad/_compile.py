@@ -6,9 +6,14 @@ count the rounding error of ``y*a`` twice in the error-free transformations of
 :mod:`cbrtgrad.kernels.formulas` and break correct rounding. The formulas call
 an exact ``fma`` where they need one.
 
-NOTE: ``cache=False``: on-disk caching can crash under multiprocessing
-(numba issue 4807) and ties cached machine code to the CPU it was built on.
-Kernels are compiled lazily, on first use, instead.
+NOTE: each kernel is compiled on first use, for the one dtype a call needs
+(:func:`compile_cfunc`, :func:`compile_njit`), and kept in the on-disk cache
+of :mod:`cbrtgrad._cache` (keyed on the CPU, the settings, the versions and
+the kernels' source). numba's own ``cache=True`` is not used: its locator
+keys an entry on the calling file's text only, not on the modules the kernel
+calls nor on ``CBRTGRAD_VECTOR_WIDTH``, and keeps all signatures of a
+function in one index, which two processes saving at once can mix up (numba
+issue 4807; see :mod:`cbrtgrad._cache`).
 
 NOTE: the SIMD shape of each loop is chosen from the host CPU's vector ISA
 (:mod:`cbrtgrad._isa`), never from one machine's tuning: :func:`loop_shape`
@@ -28,12 +33,13 @@ scheduler overlap them; docs/kernels.md gives the measured effect.
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from . import _config, _isa
+from . import _cache, _config, _isa
 
 #: Options passed to every ``numba.cfunc``/``numba.njit`` loop. NOTE:
 #: ``error_model="numpy"``: a division by zero is IEEE (inf or nan, numpy's
@@ -262,3 +268,123 @@ def compiling_for(shape: LoopShape) -> contextlib.AbstractContextManager[None]:
     ...     pass
     """
     return preferred_vector_width(shape.width, shape.interleave)
+
+
+#: How each kernel this process built got here: ``{name: "compiled" or
+#: "loaded"}`` (``loaded``: from the on-disk cache), in build order.
+_BUILT: dict[str, str] = {}
+_BUILT_LOCK = threading.Lock()
+
+
+def built_kernels() -> dict[str, str]:
+    """The kernels this process has compiled or loaded so far, and which of the two.
+
+    Returns
+    -------
+    dict of str to str
+        ``{"ufunc cube_root float64": "compiled", ...}``, in build order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cbrtgrad.kernels import cpu
+    >>> _ = cpu.ufunc("cube_root", np.float64)(np.ones(2))
+    >>> built_kernels()["ufunc cube_root float64"] in ("compiled", "loaded")
+    True
+    """
+    with _BUILT_LOCK:
+        return dict(_BUILT)
+
+
+def _record(name: str, loaded: bool) -> None:
+    with _BUILT_LOCK:
+        _BUILT[name] = "loaded" if loaded else "compiled"
+
+
+def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag: str) -> Any:
+    """Compile (or load from the cache) one C callback, such as a ufunc's inner loop.
+
+    Parameters
+    ----------
+    py_func : function
+        A module-level function (a closure's cells would be part of numba's
+        cache key, and a numba function in them pickles differently in each
+        process, so it would never be found again).
+    signature : numba signature
+        Its one signature.
+    shape : LoopShape
+        The SIMD shape it is compiled with.
+    name : str
+        What :func:`built_kernels` and ``cbrtgrad info`` call it.
+    tag : str
+        Names the signature in the cache's file names (``float64``).
+
+    Returns
+    -------
+    numba.core.ccallback.CFunc
+
+    Examples
+    --------
+    >>> from cbrtgrad.kernels import cpu, ufunc_loops
+    >>> loop = compile_cfunc(cpu.forward_loop_f32, ufunc_loops.LOOP_SIGNATURE,
+    ...                      cpu.ufunc_loop_shape("float32"), "ufunc cube_root float32", "float32")
+    >>> loop.address > 0
+    True
+    """
+    from numba.core import sigutils
+    from numba.core.ccallback import CFunc
+
+    options = {k: v for k, v in cpu_options().items() if k != "cache"}
+    compiled: Any = CFunc(py_func, sigutils.normalize_signature(signature), {}, options)
+    cache = _cache.cache_for(py_func, tag)
+    if cache is not None:
+        compiled._cache = cache
+    with compiling_for(shape):
+        compiled.compile()
+    _record(name, compiled._cache_hits > 0)
+    return compiled
+
+
+def compile_njit(
+    py_func: Any, signature: str, shape: LoopShape, name: str, tag: str, **options: Any
+) -> Any:
+    """Compile (or load from the cache) one numba function for one signature, then freeze it.
+
+    Parameters
+    ----------
+    py_func : function
+        A module-level function (see :func:`compile_cfunc`).
+    signature : str
+        Its one signature.
+    shape : LoopShape
+        The SIMD shape it is compiled with.
+    name, tag : str
+        As for :func:`compile_cfunc`.
+    **options
+        More numba options (``parallel=True``).
+
+    Returns
+    -------
+    numba dispatcher
+        Compiled for ``signature`` only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cbrtgrad.kernels import cpu
+    >>> copy = compile_njit(cpu._copy.py_func, "void(float64[::1], float64[::1])",
+    ...                     loop_shape(256), "copy float64", "float64")
+    >>> y = np.zeros(2); copy(np.array([8.0, -27.0]), y); y
+    array([  8., -27.])
+    """
+    import numba
+
+    dispatcher = numba.njit(**{**cpu_options(), **options})(py_func)
+    cache = _cache.cache_for(py_func, tag)
+    if cache is not None:
+        dispatcher._cache = cache
+    with compiling_for(shape):
+        dispatcher.compile(signature)
+    dispatcher.disable_compile()
+    _record(name, sum(dispatcher._cache_hits.values()) > 0)
+    return dispatcher

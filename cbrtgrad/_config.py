@@ -13,6 +13,12 @@
                            ``512`` (default; LLVM keeps it at the widest the CPU
                            has) or ``256`` (numba's own default, for CPUs that
                            slow their clock on 512-bit instructions)
+``CBRTGRAD_CACHE``         ``0`` turns the on-disk cache of compiled kernels
+                           off (default ``1``: on; see :mod:`cbrtgrad._cache`)
+``CBRTGRAD_CACHE_DIR``     where that cache lives (default: ``NUMBA_CACHE_DIR``
+                           plus ``/cbrtgrad`` when numba's variable is set,
+                           else the user's cache folder plus ``/cbrtgrad``)
+``NUMBA_CACHE_DIR``        numba's own cache folder, honoured as above
 =========================  ====================================================
 """
 
@@ -34,6 +40,9 @@ class Settings:
     accelerate_path: str
     parallel_min_size: int
     vector_width: int
+    cache: bool = True
+    cache_dir: str = ""
+    numba_cache_dir: str = ""
 
 
 def _parse_int(name: str, default: int) -> int:
@@ -47,6 +56,17 @@ def _parse_int(name: str, default: int) -> int:
     if value < 0:
         raise ValueError(f"environment variable {name} must be >= 0, got {value}")
     return value
+
+
+def _parse_switch(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"environment variable {name} must be 0 or 1, got {raw!r}")
 
 
 def _parse_choice(name: str, default: int, choices: tuple[int, ...]) -> int:
@@ -78,4 +98,7 @@ def settings() -> Settings:
         accelerate_path=os.environ.get("CBRTGRAD_ACCELERATE", ACCELERATE_DEFAULT),
         parallel_min_size=_parse_int("CBRTGRAD_PARALLEL_MIN", 1_000_000),
         vector_width=_parse_choice("CBRTGRAD_VECTOR_WIDTH", 512, (256, 512)),
+        cache=_parse_switch("CBRTGRAD_CACHE", True),
+        cache_dir=os.environ.get("CBRTGRAD_CACHE_DIR", "").strip(),
+        numba_cache_dir=os.environ.get("NUMBA_CACHE_DIR", "").strip(),
     )

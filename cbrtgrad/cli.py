@@ -141,6 +141,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_dask(args)
     if args.peers:
         return cmd_bench_peers(args)
+    if args.startup:
+        return cmd_bench_startup(args)
     host = tuple(name for name in args.backends if name != "cuda")
     rows = benchmarking.run(sizes=tuple(args.sizes), repeat=args.repeat, backends=host)
     if "cuda" in args.backends:
@@ -214,6 +216,26 @@ def cmd_bench_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_startup(args: argparse.Namespace) -> int:
+    """``cbrtgrad bench --startup``: import and first call in fresh interpreters."""
+    import importlib.util
+
+    from . import benchmarking
+
+    dask = importlib.util.find_spec("distributed") is not None
+    rows = benchmarking.startup_rows(runs=args.runs, dask=dask)
+    print(f"CPU: {_isa.host_isa().describe()}")
+    print(benchmarking.format_startup_rows(rows))
+    if not dask:
+        print("(no dask LocalCluster row: distributed is not installed)")
+    if args.json:
+        _write_json(
+            args.json,
+            {"cpu": _isa.host_isa().describe(), "startup": [vars(r) for r in rows]},
+        )
+    return 0
+
+
 def cmd_bench_peers(args: argparse.Namespace) -> int:
     """``cbrtgrad bench --peers``: the forward against libmvec, SLEEF and jax."""
     from . import benchmarking
@@ -255,7 +277,7 @@ def cmd_bench_dask(args: argparse.Namespace) -> int:
 
 
 def info_lines() -> list[str]:
-    """What ``cbrtgrad info`` prints: versions, CPU, backends and why.
+    """What ``cbrtgrad info`` prints: versions, CPU, kernel cache, backends and why.
 
     Examples
     --------
@@ -267,8 +289,8 @@ def info_lines() -> list[str]:
     import numba
     import scipy
 
-    from . import _text
-    from .kernels.cpu import loop_plan
+    from . import _cache, _text
+    from .kernels.cpu import cached_kernels, loop_plan
 
     features = llvm.get_host_cpu_features()
     simd = sorted(k for k, on in features.items() if on and k.startswith(("avx", "fma", "sse4")))
@@ -283,6 +305,7 @@ def info_lines() -> list[str]:
         f"features   {' '.join(simd)}",
         f"threads    numba {numba.get_num_threads()} "
         f"(layer: {getattr(numba.config, 'THREADING_LAYER', '?')})",
+        f"cache      {_cache.status(cached_kernels()).describe()}",
         "backends:",
     ]
     backends = []
@@ -363,6 +386,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead: a float32 array chunk by chunk on a local dask cluster vs np.cbrt",
     )
     bench.add_argument(
+        "--startup",
+        action="store_true",
+        help="instead: import and first float64 cbrt in fresh interpreters, with a cold, a warm "
+        "and no kernel cache (temporary folders), and a 4-worker dask LocalCluster's first "
+        "result with a warm cache (when distributed is installed)",
+    )
+    bench.add_argument(
+        "--runs", type=_positive, default=3, help="--startup fresh interpreters per case"
+    )
+    bench.add_argument(
         "--dask-gb", type=_gigabytes, default=2.0, help="--dask input size in GB (default 2)"
     )
     bench.add_argument(
@@ -370,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.set_defaults(func=cmd_bench)
 
-    info = sub.add_parser("info", help="versions, CPU features and backends")
+    info = sub.add_parser("info", help="versions, CPU features, kernel cache and backends")
     info.set_defaults(func=cmd_info)
     return parser
 

@@ -15,6 +15,9 @@ default, so that ``python -m pytest`` stays within a few minutes on 2 cores.
 ``python -m pytest -m slow`` runs only them (the nightly run), ``--run-slow``
 everything; any ``-m`` expression decides by itself. They are skipped rather
 than deselected, so a file of slow tests alone still collects (no exit 5).
+
+The kernel cache of a test run is set up in the repository's root
+``conftest.py`` (which also covers the doctests in ``cbrtgrad/``).
 """
 
 import os

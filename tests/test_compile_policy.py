@@ -16,8 +16,8 @@ def test_ufunc_loops_are_vectorised():
     # zmm); a scalar libm-style loop would be 5x slower. Both ufuncs' loops
     # are cbrtgrad's own block functions (kernels/ufunc_loops.py).
     sections = _assembly(())
-    forward = [s for s in sections if s.startswith("_unary_loop.<locals>.loop")]
-    gradient = [s for s in sections if s.startswith("_binary_loop.<locals>.loop")]
+    forward = [s for s in sections if s.startswith("forward_loop_f")]
+    gradient = [s for s in sections if s.startswith("grad_loop_f")]
     # Two loops (float32, float64) each.
     assert len(forward) == 2 and len(gradient) == 2
     for text in forward + gradient:
@@ -46,11 +46,8 @@ numba.vectorize(["float64(float64)"])(lambda v: v * 3.0 + 1.0)
 _ASM_OF_THE_FLOAT64_LOOPS = """
 import numpy as np
 from cbrtgrad.kernels import cpu
-from cbrtgrad.kernels.ufunc_loops import make_block_ufunc
-f64 = np.dtype(np.float64)
-shape = cpu.ufunc_loop_shape
-make_block_ufunc("f", "", 1, {f64: cpu.forward_block_f64}, {f64: shape("float64")})
-make_block_ufunc("g", "", 2, {f64: cpu.grad_block}, {f64: shape("float64", "gradient")})
+cpu.ufunc("cube_root", np.float64)
+cpu.ufunc("cube_root_grad", np.float64)
 """
 
 _USER_LOOP_ALONE = """
@@ -67,7 +64,9 @@ def _assembly(
     # and a user's loop (or for ``script``), by section. NOTE: cached: each
     # run compiles all the kernels (about 30 s on a 2-core machine), and the
     # tests of one environment read the same sections.
-    env = dict(os.environ, NUMBA_DUMP_ASSEMBLY="1", **dict(env_extra))
+    # NOTE: CBRTGRAD_CACHE=0: a kernel loaded from the on-disk cache is not
+    # compiled, so numba would print no assembly for it.
+    env = dict(os.environ, NUMBA_DUMP_ASSEMBLY="1", CBRTGRAD_CACHE="0", **dict(env_extra))
     done = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
@@ -82,7 +81,7 @@ def _wrapper_asm(env_extra: dict[str, str]) -> list[str]:
     sections = _assembly(tuple(sorted(env_extra.items())))
     # In compile order: the forward's own loops (float32, float64), the
     # gradient's own loops (float32, float64), then the user's loop.
-    loops = ("_unary_loop.<locals>.loop", "_binary_loop.<locals>.loop", "ufunc_wrapper")
+    loops = ("forward_loop_f", "grad_loop_f", "ufunc_wrapper")
     return [s for s in sections if s.startswith(loops)]
 
 
@@ -110,13 +109,13 @@ def test_kernels_use_512_bit_vectors_and_other_numba_code_keeps_its_default():
 
 @pytest.mark.skipif(not _has_avx512(), reason="needs an AVX-512 CPU")
 def test_vector_width_256_makes_the_float64_loops_256_bit():
-    # The float64 loops alone, with the shapes the ufuncs get (compiling the
-    # float32 ones too would double the cost of this test). NOTE: the float32
+    # The float64 loops alone (each dtype's loop is compiled on its own
+    # first use; compiling the float32 ones too would double the cost). NOTE: the float32
     # loops use zmm whatever the setting: LLVM picks 8 lanes from the float32
     # width, and their float64 arithmetic fills zmm.
     env = (("CBRTGRAD_VECTOR_WIDTH", "256"),)
     sections = _assembly(env, _ASM_OF_THE_FLOAT64_LOOPS)
-    loops = [s for s in sections if s.startswith(("_unary_loop.<locals>.loop", "_binary_loop"))]
+    loops = [s for s in sections if s.startswith(("forward_loop_f", "grad_loop_f"))]
     assert len(loops) == 2
     for text in loops:
         assert re.search(r"%ymm\d+", text) and not re.search(r"%zmm\d+", text)

@@ -19,6 +19,7 @@ import cbrtgrad as cg
 from cbrtgrad import benchmarking
 from cbrtgrad.backends.dask_cluster import (
     default_numba_threads,
+    kernels_plugin,
     numba_threads_plugin,
     worker_env,
 )
@@ -111,6 +112,23 @@ def test_thread_settings_validate_their_arguments():
     with pytest.raises(TypeError, match="threads must be an int, got bool"):
         default_numba_threads(True)
     assert default_numba_threads(1, 1) >= 1
+
+
+def _built_kernels():  # type: ignore[no-untyped-def]
+    from cbrtgrad import _compile
+
+    return _compile.built_kernels()
+
+
+def test_kernels_plugin_loads_the_kernels_when_workers_start(client):
+    # The workers share this run's cache folder (they inherit its variable).
+    client.register_plugin(kernels_plugin(["cube_root_grad"], ["float32"]))
+    for built in client.run(_built_kernels).values():
+        assert "ufunc cube_root_grad float32" in built
+    with pytest.raises(ValueError, match="ops must be"):
+        kernels_plugin(["cbrt"])
+    with pytest.raises(ValueError, match="dtypes must be"):
+        kernels_plugin(dtypes=["float16"])
 
 
 def _spill_metrics(dask_worker):  # type: ignore[no-untyped-def]

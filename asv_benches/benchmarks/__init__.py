@@ -1,17 +1,19 @@
 """cbrtgrad's asv suite (asv 0.6): ``cd asv_benches && asv run --python=same --quick``.
 
 NOTE: asv runs every benchmark, once per parameter combination, in a process
-of its own, and numba compiles cbrtgrad's kernels again in each one (they are
-built with ``cache=False``, see ``cbrtgrad/_compile.py``): 3 to 5 s for the
-cpu kernels on a busy 2-core machine, 20 to 30 s for the parallel loops.
-``asv.conf.json`` therefore asks for asv's ``forkserver`` launch method: one
-server process imports this package, which compiles the cpu kernels here,
-once, and each benchmark runs in a fork of it. The parallel loops must not be
-compiled here: numba's GNU OpenMP threading layer terminates a process that
-forks after using it ("fork() called from a process already using GNU
-OpenMP"), so each parallel benchmark compiles its own (see
-``bench_backends.TimeParallel``). Where fork is missing (Windows), run
-``asv run --python=same --quick --launch-method=spawn``.
+of its own. Each loads the kernels it uses from cbrtgrad's on-disk cache
+(``docs/cache.md``; in a fraction of a second once warm) or, cold or with
+``CBRTGRAD_CACHE=0``, compiles them (about 4 to 7 s per cpu kernel on a busy
+2-core machine, more for the parallel loops). ``asv.conf.json`` also asks
+for asv's ``forkserver`` launch method: one server process imports this
+package and loads or compiles the cpu kernels here, once, and each benchmark
+runs in a fork of it. The parallel loops must not be started here: numba's
+GNU OpenMP threading layer terminates a process that forks after using it
+("fork() called from a process already using GNU OpenMP"), so each parallel
+benchmark loads or compiles its own (see ``bench_backends.TimeParallel``).
+Where fork is missing (Windows), run ``asv run --python=same --quick
+--launch-method=spawn``. The start-up benchmarks (``bench_startup.py``)
+start fresh interpreters of their own, with temporary cache folders.
 """
 
 import importlib

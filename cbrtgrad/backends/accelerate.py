@@ -153,14 +153,14 @@ class AccelerateBackend:
     def cube_root_grad(
         self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
     ) -> Any:
-        return call_ufunc(
-            cpu_kernels.ufuncs().cube_root_grad, g, y, out=out, where=where, dtype=dtype
-        )
+        compute = np.result_type(g, y) if dtype is None else dtype
+        gradient = cpu_kernels.ufunc("cube_root_grad", compute)
+        return call_ufunc(gradient, g, y, out=out, where=where, dtype=dtype)
 
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
     ) -> tuple[Any, Any]:
         x, g, y, dx, _ = fused_outputs(x, g, out, dtype)
         apply_elementwise(self._vforce(y.dtype), (x,), y.dtype, y)
-        cpu_kernels.ufuncs().cube_root_grad(g, y, out=dx)
+        cpu_kernels.ufunc("cube_root_grad", y.dtype)(g, y, out=dx)
         return y, dx

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
 from ._layout import call_ufunc, fused_outputs
@@ -15,14 +17,12 @@ class CpuBackend:
 
     name = "cpu"
 
-    #: ``cpu_kernels.ufuncs()`` once a call has compiled or loaded them.
-    #: NOTE: hot path: the engine's small calls read this attribute instead of
-    #: calling into the kernel module each time.
-    _ufuncs: cpu_kernels.CpuUfuncs | None = None
-
-    def _load(self) -> cpu_kernels.CpuUfuncs:
-        self._ufuncs = cpu_kernels.ufuncs()
-        return self._ufuncs
+    def __init__(self) -> None:
+        #: ``{dtype: ufunc}`` once a call has compiled or loaded them.
+        #: NOTE: hot path: the engine's small calls look the dtype up here
+        #: instead of calling into the kernel module each time.
+        self._forward: dict[Any, np.ufunc] = {}
+        self._gradient: dict[Any, np.ufunc] = {}
 
     def availability(self) -> Availability:
         return Availability(True, "numba CPU target")
@@ -31,11 +31,18 @@ class CpuBackend:
         return not is_device_array(x)
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
+        # NOTE: x is in the compute dtype (the api cast it) unless dtype= says
+        # otherwise; only that dtype's loop is compiled or loaded.
         if where is True and (dtype is None or dtype is x.dtype or dtype == x.dtype):
-            # NOTE: hot path (every engine forward and api call): x is in the
-            # compute dtype already, and the ufunc writes any out= itself.
-            return (self._ufuncs or self._load()).cube_root(x, out=out)
-        return call_ufunc(cpu_kernels.ufuncs().cube_root, x, out=out, where=where, dtype=dtype)
+            # NOTE: hot path (every engine forward and api call): the ufunc
+            # writes any out= itself.
+            forward = self._forward.get(x.dtype)
+            if forward is None:
+                forward = self._forward[x.dtype] = cpu_kernels.ufunc("cube_root", x.dtype)
+            return forward(x, out=out)
+        compute = x.dtype if dtype is None else dtype
+        forward = cpu_kernels.ufunc("cube_root", compute)
+        return call_ufunc(forward, x, out=out, where=where, dtype=dtype)
 
     def cube_root_grad(
         self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
@@ -44,16 +51,21 @@ class CpuBackend:
             # NOTE: hot path (every engine backward and api call). A broadcast g (the
             # gradient of a sum) reaches the loop with stride 0 and is read
             # from a buffer of its value there.
-            return (self._ufuncs or self._load()).cube_root_grad(g, y, out=out)
-        return call_ufunc(
-            cpu_kernels.ufuncs().cube_root_grad, g, y, out=out, where=where, dtype=dtype
-        )
+            gradient = self._gradient.get(y.dtype)
+            if gradient is None:
+                gradient = self._gradient[y.dtype] = cpu_kernels.ufunc("cube_root_grad", y.dtype)
+            return gradient(g, y, out=out)
+        compute = np.result_type(g, y) if dtype is None else dtype
+        gradient = cpu_kernels.ufunc("cube_root_grad", compute)
+        return call_ufunc(gradient, g, y, out=out, where=where, dtype=dtype)
 
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
     ) -> tuple[Any, Any]:
-        ufuncs = cpu_kernels.ufuncs()
         x, g, y, dx, flat = fused_outputs(x, g, out, dtype)
+        ufuncs = cpu_kernels.CpuUfuncs(
+            cpu_kernels.ufunc("cube_root", y.dtype), cpu_kernels.ufunc("cube_root_grad", y.dtype)
+        )
         if flat is None:
             # Layouts that cannot be flattened without a copy: two ufunc passes.
             ufuncs.cube_root(x, out=y)

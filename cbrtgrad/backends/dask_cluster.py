@@ -14,12 +14,24 @@ numba starts in them:
 
 NOTE: ``numba.set_num_threads`` cannot do this from a worker plugin: its value
 is per thread, and dask's task threads do not inherit it.
+
+A worker loads each kernel from the on-disk cache (docs/cache.md) on its
+first task that needs it: with four workers on two cores, each importing
+numba and loading at once, that first task takes seconds.
+``client.register_plugin(kernels_plugin())`` loads them while the workers
+start instead (and on workers that join later).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
+
+try:  # distributed is optional: only the plugins need it
+    from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPlugin
+except ImportError:  # pragma: no cover - without distributed
+    _WorkerPlugin = object  # type: ignore[assignment,misc]
 
 #: The variable numba reads once, when its threading layer starts.
 NUMBA_THREADS_VARIABLE = "NUMBA_NUM_THREADS"
@@ -108,3 +120,70 @@ def numba_threads_plugin(threads: int = 1) -> Any:
     from distributed.diagnostics.plugin import Environ
 
     return Environ(worker_env(threads))
+
+
+class KernelsPlugin(_WorkerPlugin):  # type: ignore[misc,valid-type]
+    """A worker plugin that loads (or compiles) cbrtgrad's kernels when a worker starts.
+
+    Made by :func:`kernels_plugin`.
+
+    Attributes
+    ----------
+    ops : tuple of str
+    dtypes : tuple of str
+    """
+
+    name = "cbrtgrad-kernels"
+
+    def __init__(self, ops: tuple[str, ...], dtypes: tuple[str, ...]) -> None:
+        self.ops = ops
+        self.dtypes = dtypes
+
+    def setup(self, worker: Any) -> None:
+        """Load the kernels in the worker (from the cache when it is warm)."""
+        from ..kernels import cpu
+
+        for op in self.ops:
+            for dtype in self.dtypes:
+                cpu.ufunc(op, dtype)
+
+
+def kernels_plugin(
+    ops: Sequence[str] = ("cube_root",), dtypes: Sequence[str] = ("float64",)
+) -> KernelsPlugin:
+    """A worker plugin that loads the cpu kernels a cluster will run when each worker starts.
+
+    Register it with ``client.register_plugin(...)`` (or pass it to
+    ``LocalCluster(plugins=...)``): each worker, and each that joins later,
+    loads the single-thread ufuncs of ``ops`` and ``dtypes`` from the on-disk
+    cache (compiling them where the cache is cold), so that the cluster's
+    first task does not wait for them.
+
+    Parameters
+    ----------
+    ops : sequence of {"cube_root", "cube_root_grad"}
+    dtypes : sequence of {"float32", "float64"}
+
+    Returns
+    -------
+    KernelsPlugin
+
+    Raises
+    ------
+    ValueError
+        For an unknown op or dtype.
+
+    Examples
+    --------
+    >>> kernels_plugin(["cube_root", "cube_root_grad"], ["float32"]).ops
+    ('cube_root', 'cube_root_grad')
+    """
+    ops = tuple(ops)
+    dtypes = tuple(dtypes)
+    for op in ops:
+        if op not in ("cube_root", "cube_root_grad"):
+            raise ValueError(f"cbrtgrad: ops must be 'cube_root' or 'cube_root_grad', got {op!r}")
+    for dtype in dtypes:
+        if dtype not in ("float32", "float64"):
+            raise ValueError(f"cbrtgrad: dtypes must be 'float32' or 'float64', got {dtype!r}")
+    return KernelsPlugin(ops, dtypes)

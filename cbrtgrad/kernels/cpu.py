@@ -28,7 +28,7 @@ from .. import _compile
 from ._primitives import CPU_PRIMITIVES, f64_as_i64
 from .formulas import MAGNITUDE_MASK64, PLAIN_F64_BEYOND, PLAIN_F64_LOWEST, make_formulas
 from .fpstatus import FENV_MASK, block_status, clear_flags, test_flags
-from .ufunc_loops import make_block_ufunc
+from .ufunc_loops import LOOP_SIGNATURE, binary_block_loop, ufunc_from_loops, unary_block_loop
 
 FORMULAS = make_formulas(CPU_PRIMITIVES, numba.njit(**_compile.SCALAR_OPTIONS))
 
@@ -84,6 +84,15 @@ SERIAL_BLOCK = 1 << 16
 
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
+def _copy(source, target):  # type: ignore[no-untyped-def]
+    # target[:] = source for arrays of one length. NOTE: numba's slice
+    # assignment compiles its shape-mismatch error message (unicode
+    # formatting): about 2.5 s of the first compile of each kernel on 2 cores.
+    for i in range(source.shape[0]):
+        target[i] = source[i]
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
 def _pass_f32(x, y):  # type: ignore[no-untyped-def]
     for i in range(x.shape[0]):
         y[i] = _cube_root_f32(x[i])
@@ -100,7 +109,7 @@ def forward_block_f32(x, y):  # type: ignore[no-untyped-def]
     for start in range(0, x.shape[0], SECOND_PASS_BLOCK):
         stop = min(start + SECOND_PASS_BLOCK, x.shape[0])
         kept = saved[: stop - start]
-        kept[:] = x[start:stop]
+        _copy(x[start:stop], kept)
         _pass_f32(kept, y[start:stop])
 
 
@@ -205,7 +214,7 @@ def forward_block_f64(x, y):  # type: ignore[no-untyped-def]
         xs = x[start:stop]
         if in_place:
             kept = saved[: stop - start]
-            kept[:] = xs
+            _copy(xs, kept)
             xs = kept
         ys = y[start:stop]
         following = x[stop : min(stop + SECOND_PASS_BLOCK, n)]
@@ -245,7 +254,7 @@ def _overload_kept(a, start, stop, kept):  # type: ignore[no-untyped-def]
         if kept.shape[0] == 0:
             return a[start:stop]
         copy = kept[: stop - start]
-        copy[:] = a[start:stop]
+        _copy(a[start:stop], copy)
         return copy
 
     return kept_block
@@ -478,26 +487,35 @@ class ParallelLoops:
     """
 
     @property
-    def cube_root(self) -> Callable[..., None]:
-        return _parallel_cached(_forward_loop_parallel, "forward", LOOP_SIGNATURES_1)
+    def cube_root(self) -> Callable[..., Any]:
+        return _ParallelByDtype("forward")
 
     @property
-    def cube_root_grad(self) -> Callable[..., None]:
-        return _parallel_cached(_backward_loop_parallel, "backward", LOOP_SIGNATURES_2)
+    def cube_root_grad(self) -> Callable[..., Any]:
+        return _ParallelByDtype("backward")
 
     @property
-    def cube_root_and_grad(self) -> Callable[..., None]:
-        return _parallel_cached(_fused_loop_parallel, "fused", FUSED_SIGNATURES)
+    def cube_root_and_grad(self) -> Callable[..., Any]:
+        return _ParallelByDtype("fused")
 
     @property
-    def cube_root_grad_constant(self) -> Callable[..., None]:
-        return _parallel_cached(
-            _backward_loop_parallel_constant, "backward_constant", CONSTANT_SIGNATURES
-        )
+    def cube_root_grad_constant(self) -> Callable[..., Any]:
+        return _ParallelByDtype("backward_constant")
 
 
-_lock = threading.Lock()
-_built: dict[str, Any] = {}
+class _ParallelByDtype:
+    """One parallel loop: compiled (or loaded) for the dtype of its last array, on first use."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *arrays: Any) -> Any:
+        # The loop's IEEE flags (fpstatus.py), for the backend to signal.
+        return parallel_loop(self.name, arrays[-1].dtype)(*arrays)
+
+
+_lock = threading.RLock()
+_built: dict[Any, Any] = {}
 
 
 #: SIMD width per loop (bits), capped by ``CBRTGRAD_VECTOR_WIDTH``.
@@ -532,31 +550,69 @@ def ufunc_loop_shape(dtype: str, loop: str = "forward") -> _compile.LoopShape:
     return _compile.loop_shape(LOOP_WIDTHS[dtype], interleave=LOOP_INTERLEAVE.get((loop, dtype)))
 
 
-def _build_ufuncs() -> CpuUfuncs:
-    # The loops are cbrtgrad's own block functions: the correctly rounded
-    # float64 forward and float32 gradient have a second pass over hard lanes,
-    # which a numba.vectorize loop cannot have.
-    f32: np.dtype[Any] = np.dtype(np.float32)
-    f64: np.dtype[Any] = np.dtype(np.float64)
+# The ufuncs' inner loops, one module-level function per (op, dtype) so that
+# numba can cache each (a closure's cells would be part of its cache key).
+# The loops are cbrtgrad's own block functions: the correctly rounded float64
+# forward and float32 gradient have a second pass over hard lanes, which a
+# numba.vectorize loop cannot have.
+def forward_loop_f32(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    unary_block_loop(forward_block_f32, args, dims, steps, np.float32(0))
 
-    def shapes(loop: str) -> dict[np.dtype[Any], _compile.LoopShape]:
-        return {f32: ufunc_loop_shape("float32", loop), f64: ufunc_loop_shape("float64", loop)}
 
-    forward = make_block_ufunc(
-        "cube_root",
-        "The real cube root (cbrtgrad).",
+def forward_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    unary_block_loop(forward_block_f64, args, dims, steps, np.float64(0))
+
+
+def grad_loop_f32(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    binary_block_loop(grad_block, args, dims, steps, np.float32(0))
+
+
+def grad_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    binary_block_loop(grad_block, args, dims, steps, np.float64(0))
+
+
+#: The ufuncs: name -> (number of inputs, docstring, loop kind for the SIMD
+#: shape, {dtype: inner loop}).
+_UFUNCS: dict[str, tuple[int, str, str, dict[str, Any]]] = {
+    "cube_root": (
         1,
-        {f32: forward_block_f32, f64: forward_block_f64},
-        shapes("forward"),
-    )
-    gradient = make_block_ufunc(
-        "cube_root_grad",
-        "g / (3 y^2), the cube root's gradient from its output y (cbrtgrad).",
+        "The real cube root (cbrtgrad).",
+        "forward",
+        {"float32": forward_loop_f32, "float64": forward_loop_f64},
+    ),
+    "cube_root_grad": (
         2,
-        {f32: grad_block, f64: grad_block},
-        shapes("gradient"),
-    )
-    return CpuUfuncs(forward, gradient)
+        "g / (3 y^2), the cube root's gradient from its output y (cbrtgrad).",
+        "gradient",
+        {"float32": grad_loop_f32, "float64": grad_loop_f64},
+    ),
+}
+
+
+def _inner_loop(op: str, dtype: str) -> Any:
+    # Compiled (or loaded from the on-disk cache) once per process.
+    def build() -> Any:
+        _, _, kind, loops = _UFUNCS[op]
+        return _compile.compile_cfunc(
+            loops[dtype],
+            LOOP_SIGNATURE,
+            ufunc_loop_shape(dtype, kind),
+            f"ufunc {op} {dtype}",
+            dtype,
+        )
+
+    return _cached(f"loop.{op}.{dtype}", build)
+
+
+def _build_ufunc(op: str, dtypes: tuple[str, ...]) -> np.ufunc:
+    nin, doc, _, _ = _UFUNCS[op]
+    loops = {np.dtype(dtype): _inner_loop(op, dtype) for dtype in dtypes}
+    return ufunc_from_loops(op, doc, nin, loops)
+
+
+def _build_ufuncs() -> CpuUfuncs:
+    both = ("float32", "float64")
+    return CpuUfuncs(_build_ufunc("cube_root", both), _build_ufunc("cube_root_grad", both))
 
 
 #: SIMD width of the parallel loops, per loop and dtype (default 512), capped
@@ -582,24 +638,20 @@ def parallel_loop_shape(name: str, signature: str) -> _compile.LoopShape:
     )
 
 
-def _parallel_loop(
-    kernel: Callable[..., Any], name: str, signatures: list[str], options: dict[str, Any]
-) -> Any:
-    # One signature at a time, each at its own width, then frozen.
-    dispatcher = numba.njit(parallel=True, **options)(kernel)
-    for signature in signatures:
-        with _compile.compiling_for(parallel_loop_shape(name, signature)):
-            dispatcher.compile(signature)
-    dispatcher.disable_compile()
-    return dispatcher
-
-
 #: The parallel loops by name, in ParallelLoops order.
 _PARALLEL_SIGNATURES = {
     "forward": LOOP_SIGNATURES_1,
     "backward": LOOP_SIGNATURES_2,
     "fused": FUSED_SIGNATURES,
     "backward_constant": CONSTANT_SIGNATURES,
+}
+
+#: The function of each parallel loop (module-level, so numba can cache it).
+_PARALLEL_KERNELS = {
+    "forward": _forward_loop_parallel,
+    "backward": _backward_loop_parallel,
+    "fused": _fused_loop_parallel,
+    "backward_constant": _backward_loop_parallel_constant,
 }
 
 
@@ -647,14 +699,56 @@ def loop_plan() -> list[tuple[str, str, str, str]]:
     return plan
 
 
-def _parallel_cached(kernel: Callable[..., Any], name: str, signatures: list[str]) -> Any:
-    found = _built.get(f"parallel.{name}")  # the hot path: one dict lookup
+def parallel_loop(name: str, dtype: Any) -> Any:
+    """One multi-threaded loop (``forward``, ``backward``, ``fused``, ``backward_constant``).
+
+    Compiled (or loaded from the on-disk cache) for one dtype on its first
+    use, each dtype at its own SIMD shape.
+
+    Parameters
+    ----------
+    name : str
+        A key of :class:`ParallelLoops`' loops.
+    dtype : dtype
+        float32 or float64.
+
+    Returns
+    -------
+    numba dispatcher
+        Compiled for that dtype's signature only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([-8.0, 27.0]); y = np.empty_like(x)
+    >>> parallel_loop("forward", x.dtype)(x, y); y
+    array([-2.,  3.])
+    """
+    if name not in _PARALLEL_SIGNATURES:
+        raise ValueError(f"name must be one of {', '.join(_PARALLEL_SIGNATURES)}, got {name!r}")
+    dt = _dtype_name(dtype)
+    found = _built.get(f"parallel.{name}.{dt}")  # the hot path: one dict lookup
     if found is not None:
         return found
+    (signature,) = [s for s in _PARALLEL_SIGNATURES[name] if _dtype_of(s) == dt]
     return _cached(
-        f"parallel.{name}",
-        lambda: _parallel_loop(kernel, name, signatures, _compile.cpu_options()),
+        f"parallel.{name}.{dt}",
+        lambda: _compile.compile_njit(
+            _PARALLEL_KERNELS[name],
+            signature,
+            parallel_loop_shape(name, signature),
+            f"parallel {name} {dt}",
+            dt,
+            parallel=True,
+        ),
     )
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    if name not in ("float32", "float64"):
+        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}")
+    return name
 
 
 def _build_parallel() -> ParallelLoops:
@@ -688,6 +782,60 @@ def ufuncs() -> CpuUfuncs:
     if result is None:
         result = _cached("ufuncs", _build_ufuncs)
     return result
+
+
+def ufunc(op: str, dtype: Any) -> np.ufunc:
+    """The single-thread ufunc of one op for one dtype, compiling or loading only its loop.
+
+    A float64 forward compiles the float64 forward loop (and what it calls)
+    and nothing else; :func:`ufuncs` has both dtypes' loops in one ufunc.
+
+    Parameters
+    ----------
+    op : {"cube_root", "cube_root_grad"}
+    dtype : dtype
+        float32 or float64 (the compute dtype: the caller casts to it).
+
+    Returns
+    -------
+    numpy.ufunc
+        One loop, ``f->f`` or ``d->d`` (``ff->f``, ``dd->d``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ufunc("cube_root", np.float64)(np.array([-8.0, 27.0]))
+    array([-2.,  3.])
+    """
+    found = _built.get((op, dtype))  # the hot path: one dict lookup
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    if op not in _UFUNCS:
+        raise ValueError(f"op must be 'cube_root' or 'cube_root_grad', got {op!r}")
+    dt = _dtype_name(dtype)
+    built: np.ufunc = _cached(f"ufunc.{op}.{dt}", lambda: _build_ufunc(op, (dt,)))
+    with _lock:
+        _built[(op, dtype)] = built  # type: ignore[index]
+    return built
+
+
+def cached_kernels() -> dict[str, tuple[Any, str]]:
+    """Every kernel the on-disk cache can hold: ``{name: (function, tag)}``.
+
+    Examples
+    --------
+    >>> sorted(cached_kernels())[0]
+    'parallel backward float32'
+    """
+    kernels: dict[str, tuple[Any, str]] = {}
+    for op, (_, _, _, loops) in _UFUNCS.items():
+        for dtype, loop in loops.items():
+            kernels[f"ufunc {op} {dtype}"] = (loop, dtype)
+    for name, signatures in _PARALLEL_SIGNATURES.items():
+        for signature in signatures:
+            dtype = _dtype_of(signature)
+            kernels[f"parallel {name} {dtype}"] = (_PARALLEL_KERNELS[name], dtype)
+    return kernels
 
 
 def parallel_loops() -> ParallelLoops:

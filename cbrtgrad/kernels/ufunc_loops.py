@@ -26,7 +26,8 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import carray, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
+from numba.np import numpy_support
 
 from .. import _compile
 
@@ -34,7 +35,7 @@ from .. import _compile
 BUFFER = 1024
 
 #: numpy's inner-loop signature: (args, dimensions, steps, data).
-_LOOP_SIGNATURE = types.void(
+LOOP_SIGNATURE = types.void(
     types.CPointer(types.voidptr),
     types.CPointer(types.intp),
     types.CPointer(types.intp),
@@ -74,13 +75,24 @@ _ACCESS = {
 }
 
 
-def _unary_loop(block: Any, dtype: np.dtype) -> Any:
-    """The inner loop ``y = f(x)`` of one dtype around ``block(x, y)``."""
+def unary_block_loop(block: Any, args: Any, dims: Any, steps: Any, like: Any) -> None:
+    """The inner loop ``y = f(x)`` around ``block(x, y)``, for elements of ``like``'s type.
+
+    numba code only: a ufunc inner loop (numpy's ``(args, dims, steps, data)``)
+    calls it with its block function and a scalar of its dtype
+    (:func:`cbrtgrad.kernels.cpu.forward_loop_f64` and the like).
+    """
+    raise NotImplementedError("unary_block_loop is only callable from numba-compiled code")
+
+
+@overload(unary_block_loop, inline="always")
+def _overload_unary_block_loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
+    dtype = numpy_support.as_dtype(like)
     load, store = _ACCESS[dtype]
     itemsize = dtype.itemsize
     numpy_type = dtype.type
 
-    def loop(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    def loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
         n = dims[0]
         if steps[0] == itemsize and steps[1] == itemsize:
             block(carray(args[0], (n,), numpy_type), carray(args[1], (n,), numpy_type))
@@ -98,19 +110,26 @@ def _unary_loop(block: Any, dtype: np.dtype) -> Any:
     return loop
 
 
-def _binary_loop(block: Any, dtype: np.dtype) -> Any:
-    """The inner loop ``z = f(a, b)`` of one dtype around ``block(a, b, z)``.
+def binary_block_loop(block: Any, args: Any, dims: Any, steps: Any, like: Any) -> None:
+    """The inner loop ``z = f(a, b)`` around ``block(a, b, z)``, for elements of ``like``'s type.
 
-    A first operand of stride 0 (a broadcast value: the gradient of a sum) is
-    copied once into a buffer that the contiguous block function reads again
-    for every ``BUFFER`` elements of ``b``: the block is the same code as for
-    an array ``a``, so the same bits (nan payloads included).
+    numba code only, as :func:`unary_block_loop`. A first operand of stride 0
+    (a broadcast value: the gradient of a sum) is copied once into a buffer
+    that the contiguous block function reads again for every ``BUFFER``
+    elements of ``b``: the block is the same code as for an array ``a``, so
+    the same bits (nan payloads included).
     """
+    raise NotImplementedError("binary_block_loop is only callable from numba-compiled code")
+
+
+@overload(binary_block_loop, inline="always")
+def _overload_binary_block_loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
+    dtype = numpy_support.as_dtype(like)
     load, store = _ACCESS[dtype]
     itemsize = dtype.itemsize
     numpy_type = dtype.type
 
-    def loop(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    def loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
         n = dims[0]
         if steps[1] == itemsize and steps[2] == itemsize:
             b = carray(args[1], (n,), numpy_type)
@@ -139,7 +158,61 @@ def _binary_loop(block: Any, dtype: np.dtype) -> Any:
     return loop
 
 
-_LOOP_MAKERS = {1: _unary_loop, 2: _binary_loop}
+def ufunc_from_loops(name: str, doc: str, nin: int, loops: dict[np.dtype, Any]) -> np.ufunc:
+    """A numpy ufunc with one output from compiled inner loops, one per dtype.
+
+    Parameters
+    ----------
+    name, doc : str
+        The ufunc's ``__name__`` and ``__doc__``.
+    nin : {1, 2}
+        The number of inputs.
+    loops : dict
+        ``{dtype: loop}`` with ``loop`` a compiled ``numba.cfunc`` of numpy's
+        inner-loop signature (:data:`LOOP_SIGNATURE`), registered in this
+        order (numpy picks the first that fits); the ufunc keeps them alive.
+
+    Returns
+    -------
+    numpy.ufunc
+    """
+    if nin not in (1, 2):
+        raise ValueError(f"nin must be 1 or 2, got {nin!r}")
+    from numba.np.ufunc import _internal, ufuncbuilder  # type: ignore[attr-defined]
+
+    pointers = [loop.address for loop in loops.values()]
+    type_numbers = [[dtype.num] * (nin + 1) for dtype in loops]
+    # NOTE: numba's own ufunc builder makes its ufuncs through this call
+    # (numba.np.ufunc.ufuncbuilder.UFuncBuilder.build_ufunc); a numba that
+    # moved it fails here, at the first use of the kernels, and in the tests.
+    ufunc: np.ufunc = _internal.fromfunc(
+        name,
+        doc,
+        pointers,
+        type_numbers,
+        nin,
+        1,
+        [None] * len(pointers),
+        list(loops.values()),
+        ufuncbuilder.parse_identity(None),
+    )
+    return ufunc
+
+
+def _closure_loop(nin: int, block: Any, dtype: np.dtype) -> Any:
+    # For make_block_ufunc only: a loop around any block function, not cached.
+    like = dtype.type(0)
+    if nin == 1:
+
+        def unary(args, dims, steps, data):  # type: ignore[no-untyped-def]
+            unary_block_loop(block, args, dims, steps, like)
+
+        return unary
+
+    def binary(args, dims, steps, data):  # type: ignore[no-untyped-def]
+        binary_block_loop(block, args, dims, steps, like)
+
+    return binary
 
 
 def make_block_ufunc(
@@ -150,6 +223,10 @@ def make_block_ufunc(
     shapes: dict[np.dtype, _compile.LoopShape],
 ) -> np.ufunc:
     """A numpy ufunc with one output and one loop per dtype, each around a block function.
+
+    The loops are compiled now, for every dtype, and not cached on disk:
+    cbrtgrad's own kernels build theirs one dtype at a time
+    (:func:`cbrtgrad.kernels.cpu.ufunc`); this is for other block functions.
 
     Parameters
     ----------
@@ -181,32 +258,11 @@ def make_block_ufunc(
     >>> double(np.arange(3.0)), double(np.arange(6.0)[::-2])
     (array([0., 2., 4.]), array([10.,  6.,  2.]))
     """
-    if nin not in _LOOP_MAKERS:
+    if nin not in (1, 2):
         raise ValueError(f"nin must be 1 or 2, got {nin!r}")
-    from numba.np.ufunc import _internal, ufuncbuilder  # type: ignore[attr-defined]
-
     options = _compile.cpu_options()
-    pointers = []
-    keepalive = []
-    type_numbers = []
+    loops = {}
     for dtype, block in blocks.items():
         with _compile.compiling_for(shapes[dtype]):
-            compiled = numba.cfunc(_LOOP_SIGNATURE, **options)(_LOOP_MAKERS[nin](block, dtype))
-        pointers.append(compiled.address)
-        keepalive.append(compiled)
-        type_numbers.append([dtype.num] * (nin + 1))
-    # NOTE: numba's own ufunc builder makes its ufuncs through this call
-    # (numba.np.ufunc.ufuncbuilder.UFuncBuilder.build_ufunc); a numba that
-    # moved it fails here, at the first use of the kernels, and in the tests.
-    ufunc: np.ufunc = _internal.fromfunc(
-        name,
-        doc,
-        pointers,
-        type_numbers,
-        nin,
-        1,
-        [None] * len(pointers),
-        keepalive,
-        ufuncbuilder.parse_identity(None),
-    )
-    return ufunc
+            loops[dtype] = numba.cfunc(LOOP_SIGNATURE, **options)(_closure_loop(nin, block, dtype))
+    return ufunc_from_loops(name, doc, nin, loops)

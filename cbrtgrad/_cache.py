@@ -1,0 +1,349 @@
+"""The on-disk cache of compiled kernels: where it lives, what it is keyed on, whether it is warm.
+
+Every kernel a call runs (a ufunc's inner loop, a parallel loop) is one numba
+function compiled for one signature; :mod:`cbrtgrad._compile` hands each one a
+:class:`KernelCache`, a numba ``FunctionCache`` (``numba.core.caching``) whose
+locator puts it in one folder per *key*: the digest of everything that changes
+the machine code (:func:`key`): the CPU's name and features as numba compiles
+for them (numba's ``magic_tuple``, which follows ``NUMBA_CPU_NAME`` and
+``NUMBA_CPU_FEATURES``), ``CBRTGRAD_VECTOR_WIDTH`` and ``CBRTGRAD_FASTMATH``,
+the numba, llvmlite, LLVM and Python versions, cbrtgrad's version and the text
+of every module the kernels are built from. A cache written under one key is
+never read under another; old folders are left for the user to delete.
+
+Where: ``CBRTGRAD_CACHE_DIR`` if set, else ``$NUMBA_CACHE_DIR/cbrtgrad`` if
+numba's variable is set, else the user's cache folder (numba's ``appdirs``:
+``~/.cache/cbrtgrad`` on Linux, ``~/Library/Caches/cbrtgrad`` on macOS,
+``%LOCALAPPDATA%\\cbrtgrad\\Cache`` on Windows). ``CBRTGRAD_CACHE=0`` turns it
+off; a folder that cannot be written turns it off too (the kernels are then
+compiled in each process).
+
+NOTE: numba issue 4807 (segfaults with ``cache=True`` when processes compile
+at once). numba 0.68 writes each index and data file to a temporary name and
+renames it, so no reader sees half a file. What remains is a mismatch
+*between* files: a ``@guvectorize`` function caches two files (the kernel and
+its gufunc wrapper) that two processes may write with different ABI tags
+(numba issue 10128, the reproducers of 4807); a cached caller linked against
+a separately cached callee has the same hazard; and two signatures of one
+function in one index can be given the same data file by two processes that
+save at once (``IndexDataCacheFile.save`` reads, extends and rewrites the
+index without a lock), so one signature's entry may point at the other's
+code. None of these can happen here: each cached function is one
+``cfunc``/``njit`` function with one signature and one data file, each
+(function, signature) has its own index (the tag in its file name), and
+callees are compiled into their caller's library, never cached on their own.
+Two processes that compile the same kernel at once write the same entry;
+the last rename wins and both files are whole (tests/test_kernel_cache.py
+runs four processes at once on one folder, repeatedly).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from . import _config
+
+#: The modules whose text decides the machine code: the kernels and their
+#: compile policy. A change to any of them is a new key.
+_SOURCE_MODULES = ("_cache.py", "_compile.py", "_config.py", "_isa.py")
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _source_files() -> list[Path]:
+    kernels = sorted((_PACKAGE / "kernels").glob("*.py"))
+    return [_PACKAGE / name for name in _SOURCE_MODULES] + kernels
+
+
+@lru_cache(maxsize=1)
+def _source_digest() -> str:
+    digest = hashlib.sha256()
+    for path in _source_files():
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _magic_tuple() -> tuple[str, ...]:
+    # numba's own description of the code it generates: the target triple,
+    # the CPU name and its features (NUMBA_CPU_NAME/NUMBA_CPU_FEATURES apply).
+    from numba.core.registry import cpu_target
+
+    return tuple(cpu_target.target_context.codegen().magic_tuple())
+
+
+def key() -> dict[str, str]:
+    """What the cache is keyed on, in this process.
+
+    Returns
+    -------
+    dict of str to str
+        One entry per thing that changes the compiled kernels.
+
+    Examples
+    --------
+    >>> sorted(key())[:3]
+    ['cbrtgrad', 'cpu', 'fastmath']
+    """
+    import llvmlite
+    import llvmlite.binding as llvm
+    import numba
+
+    from . import __version__
+
+    triple, cpu, features = _magic_tuple()
+    settings = _config.settings()
+    return {
+        "cbrtgrad": __version__,
+        "source": _source_digest(),
+        "numba": numba.__version__,
+        "llvmlite": llvmlite.__version__,
+        "llvm": ".".join(map(str, llvm.llvm_version_info)),
+        "python": f"{platform.python_implementation()} {sys.version.split()[0]}"
+        + getattr(sys, "abiflags", ""),
+        "target": triple,
+        "cpu": cpu,
+        "features": features,
+        "vector_width": str(settings.vector_width),
+        "fastmath": str(settings.fastmath),
+    }
+
+
+def digest(described: dict[str, str] | None = None) -> str:
+    """The folder name of one key: 16 hex digits of its SHA-256.
+
+    Examples
+    --------
+    >>> len(digest({"cpu": "znver3"}))
+    16
+    """
+    text = json.dumps(key() if described is None else described, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def root() -> Path:
+    """The folder that holds one sub-folder per key (whether or not the cache is on).
+
+    Examples
+    --------
+    >>> root().name
+    'cbrtgrad'
+    """
+    settings = _config.settings()
+    if settings.cache_dir:
+        return Path(settings.cache_dir).expanduser() / "cbrtgrad"
+    if settings.numba_cache_dir:
+        return Path(settings.numba_cache_dir).expanduser() / "cbrtgrad"
+    from numba.misc.appdirs import AppDirs
+
+    return Path(AppDirs(appname="cbrtgrad", appauthor=False).user_cache_dir)
+
+
+@lru_cache(maxsize=1)
+def _writable(folder: str) -> bool:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError:
+        return False
+    return True
+
+
+def directory() -> Path | None:
+    """This process's cache folder, or None when the cache is off or cannot be written.
+
+    Examples
+    --------
+    >>> folder = directory()
+    >>> folder is None or folder.parent == root()
+    True
+    """
+    if not _config.settings().cache:
+        return None
+    described = key()
+    folder = root() / digest(described)
+    if not _writable(str(folder)):
+        return None
+    _write_key_file(folder, described)
+    return folder
+
+
+def _write_key_file(folder: Path, described: dict[str, str]) -> None:
+    # For people (and ``cbrtgrad info``): what this folder was keyed on.
+    # Written through a temporary file and a rename, as numba writes its own.
+    path = folder / "key.json"
+    if path.exists():
+        return
+    temporary = folder / f"key.json.tmp.{os.getpid()}"
+    temporary.write_text(json.dumps(described, indent=2, sort_keys=True) + "\n")
+    os.replace(temporary, path)
+
+
+class _KernelLocator:
+    """A numba cache locator (the ``_CacheLocator`` interface) for one key's folder."""
+
+    def __init__(self, py_func: Any, folder: Path, stamp: str) -> None:
+        self._py_file = py_func.__code__.co_filename  # numba warns with it
+        self._lineno = py_func.__code__.co_firstlineno
+        self._folder = str(folder)
+        self._stamp = stamp
+
+    def ensure_cache_path(self) -> None:
+        os.makedirs(self._folder, exist_ok=True)
+
+    def get_cache_path(self) -> str:
+        return self._folder
+
+    def get_source_stamp(self) -> str:
+        # The folder's key covers the source; numba drops an index whose
+        # stamp differs, which cannot happen within one folder.
+        return self._stamp
+
+    def get_disambiguator(self) -> str:
+        return str(self._lineno)
+
+
+def _cache_classes() -> tuple[Any, Any]:
+    from numba.core import caching
+
+    class KernelCacheImpl(caching.CompileResultCacheImpl):  # type: ignore[misc]
+        """numba's compile-result cache, located in the key's folder, one index per tag."""
+
+        def __init__(self, py_func: Any, tag: str, folder: Path, stamp: str) -> None:
+            # NOTE: not CacheImpl.__init__: that one searches numba's locator
+            # classes (or NUMBA_CACHE_LOCATOR_CLASSES); these kernels have one.
+            self._lineno = py_func.__code__.co_firstlineno
+            self._locator = _KernelLocator(py_func, folder, stamp)
+            module = Path(py_func.__code__.co_filename).stem
+            abiflags = getattr(sys, "abiflags", "")
+            self._filename_base = self.get_filename_base(
+                f"{module}.{py_func.__qualname__}-{tag}", abiflags
+            )
+
+    class KernelCache(caching.FunctionCache):  # type: ignore[misc]
+        """numba's ``FunctionCache`` for one cbrtgrad kernel and one signature."""
+
+        def __init__(self, py_func: Any, tag: str, folder: Path) -> None:
+            stamp = folder.name
+            self._name = repr(py_func)
+            self._py_func = py_func
+            self._impl = KernelCacheImpl(py_func, tag, folder, stamp)
+            self._cache_path = str(folder)
+            self._cache_file = caching.IndexDataCacheFile(
+                cache_path=self._cache_path,
+                filename_base=self._impl.filename_base,
+                source_stamp=stamp,
+            )
+            self.enable()
+
+        def has_entry(self) -> bool:
+            """Whether the index holds a compiled kernel for this key."""
+            try:
+                return bool(self._cache_file._load_index())
+            except Exception:  # a damaged index is a miss, as numba treats it
+                return False
+
+    return KernelCacheImpl, KernelCache
+
+
+_CLASSES: list[Any] = []
+
+
+def cache_for(py_func: Any, tag: str) -> Any:
+    """The cache of one kernel (a Python function and a tag naming its signature), or None.
+
+    Parameters
+    ----------
+    py_func : function
+        A module-level function (numba hashes its bytecode into the entry's key).
+    tag : str
+        Names the one signature it is compiled for (``float64``): each
+        (function, tag) has its own index file (see the module's NOTE).
+
+    Returns
+    -------
+    numba.core.caching.FunctionCache or None
+        None when the cache is off (``CBRTGRAD_CACHE=0``) or its folder
+        cannot be written.
+
+    Examples
+    --------
+    >>> def kernel(x):
+    ...     return x
+    >>> cache = cache_for(kernel, "float64")
+    >>> cache is None or not cache.has_entry()
+    True
+    """
+    if not isinstance(tag, str) or not tag.isidentifier():
+        raise ValueError(f"tag must be an identifier, got {tag!r}")
+    folder = directory()
+    if folder is None:
+        return None
+    if not _CLASSES:
+        _CLASSES.extend(_cache_classes())
+    return _CLASSES[1](py_func, tag, folder)
+
+
+@dataclass(frozen=True)
+class CacheStatus:
+    """The cache as ``cbrtgrad info`` shows it.
+
+    Attributes
+    ----------
+    enabled : bool
+        False when ``CBRTGRAD_CACHE=0`` or the folder cannot be written.
+    folder : str
+        This process's key folder (where it would be, when disabled).
+    cached : tuple of str
+        The kernels with an entry there.
+    missing : tuple of str
+        The kernels without one (compiled on first use, then saved).
+    """
+
+    enabled: bool
+    folder: str
+    cached: tuple[str, ...]
+    missing: tuple[str, ...]
+
+    def describe(self) -> str:
+        """One line: on or off, where, and how warm.
+
+        Examples
+        --------
+        >>> CacheStatus(True, "/c", ("a",), ("b",)).describe()
+        'on, /c: partly warm, 1 of 2 kernels cached'
+        >>> CacheStatus(False, "/c", (), ("a",)).describe()
+        'off (CBRTGRAD_CACHE=0 or folder not writable), /c'
+        """
+        if not self.enabled:
+            return f"off (CBRTGRAD_CACHE=0 or folder not writable), {self.folder}"
+        total = len(self.cached) + len(self.missing)
+        state = "warm" if not self.missing else "cold" if not self.cached else "partly warm"
+        return f"on, {self.folder}: {state}, {len(self.cached)} of {total} kernels cached"
+
+
+def status(kernels: dict[str, tuple[Any, str]]) -> CacheStatus:
+    """Which of ``kernels`` (``{name: (py_func, tag)}``) have an entry in this process's folder.
+
+    Examples
+    --------
+    >>> status({}).missing
+    ()
+    """
+    folder = directory()
+    if folder is None:
+        where = root() / digest()
+        return CacheStatus(False, str(where), (), tuple(kernels))
+    cached: list[str] = []
+    missing: list[str] = []
+    for name, (py_func, tag) in kernels.items():
+        (cached if cache_for(py_func, tag).has_entry() else missing).append(name)
+    return CacheStatus(True, str(folder), tuple(cached), tuple(missing))

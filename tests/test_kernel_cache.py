@@ -1,0 +1,270 @@
+"""Lazy compilation and the on-disk kernel cache (cbrtgrad/_cache.py), in fresh processes.
+
+Every process here gets its own temporary cache folder (``tmp_path``); none
+touches the user's cache. Which kernels a process compiled or loaded is read
+from :func:`cbrtgrad._compile.built_kernels` and from the numba dispatchers
+themselves; nothing is timed (the speed goals are in asv_benches and
+``cbrtgrad bench``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cbrtgrad
+from cbrtgrad import _cache, _config
+from cbrtgrad.kernels import cpu
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Runs one call in a fresh process; prints what it built and a digest of the result.
+_CALL = """
+import hashlib, json, sys
+import numpy as np
+import cbrtgrad
+from cbrtgrad import _compile
+from cbrtgrad.kernels import cpu
+dtype = np.dtype(sys.argv[1])
+x = np.concatenate([np.linspace(-1e3, 1e3, 4099), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]])
+y = cbrtgrad.cbrt(x.astype(dtype))
+others = {
+    name: len(getattr(cpu, name).signatures)
+    for name in ("forward_block_f32", "forward_block_f64", "grad_block", "_cube_root_f32",
+                 "_cube_root_grad_f64")
+}
+print(json.dumps({"built": _compile.built_kernels(), "compiled_functions": others,
+                  "digest": hashlib.sha256(y.tobytes()).hexdigest()}))
+"""
+
+
+def _digest(dtype: str) -> str:
+    x = np.concatenate([np.linspace(-1e3, 1e3, 4099), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]])
+    return hashlib.sha256(cbrtgrad.cbrt(x.astype(dtype)).tobytes()).hexdigest()
+
+
+def _env(cache: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CBRTGRAD_", "NUMBA_CPU"))}
+    env.update({"CBRTGRAD_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), **extra})
+    return env
+
+
+def _call(cache: Path, dtype: str, cwd: Path = ROOT, **extra: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", _CALL, dtype],
+        capture_output=True,
+        text=True,
+        env=_env(cache, **extra),
+        cwd=cwd,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_first_float64_call_compiles_only_its_loop_then_loads_it(tmp_path):
+    first = _call(tmp_path, "float64")
+    # Only the float64 forward loop, and only what it calls: no float32
+    # kernel, no gradient, no parallel loop.
+    assert first["built"] == {"ufunc cube_root float64": "compiled"}
+    assert first["compiled_functions"]["forward_block_f64"] == 1
+    for name in ("forward_block_f32", "grad_block", "_cube_root_f32", "_cube_root_grad_f64"):
+        assert first["compiled_functions"][name] == 0, name
+    assert first["digest"] == _digest("float64")
+    # A second process loads it from the cache: nothing compiled, same bits.
+    second = _call(tmp_path, "float64")
+    assert second["built"] == {"ufunc cube_root float64": "loaded"}
+    assert second["compiled_functions"]["forward_block_f64"] == 0
+    assert second["digest"] == first["digest"]
+    # One folder for this key, holding the one kernel and what it was keyed on.
+    (folder,) = [p for p in (tmp_path / "cbrtgrad").iterdir() if p.is_dir()]
+    assert sorted(p.suffix for p in folder.iterdir()) == [".json", ".nbc", ".nbi"]
+    described = json.loads((folder / "key.json").read_text())
+    assert {"cpu", "features", "vector_width", "numba", "llvmlite", "source"} <= set(described)
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"CBRTGRAD_VECTOR_WIDTH": "256"},
+        # Another CPU: numba compiles for the named one (plain x86-64 or
+        # aarch64 generic code runs on this machine too).
+        {"NUMBA_CPU_NAME": "generic"},
+    ],
+    ids=["vector-width", "cpu"],
+)
+def test_a_cache_written_under_one_setting_is_not_used_under_another(tmp_path, setting):
+    assert _call(tmp_path, "float32")["built"] == {"ufunc cube_root float32": "compiled"}
+    other = _call(tmp_path, "float32", **setting)
+    assert other["built"] == {"ufunc cube_root float32": "compiled"}
+    assert other["digest"] == _digest("float32")
+    # Each setting has its own folder, and each is warm for its own setting.
+    assert len([p for p in (tmp_path / "cbrtgrad").iterdir() if p.is_dir()]) == 2
+    assert _call(tmp_path, "float32", **setting)["built"] == {"ufunc cube_root float32": "loaded"}
+    assert _call(tmp_path, "float32")["built"] == {"ufunc cube_root float32": "loaded"}
+
+
+def test_a_change_to_the_kernels_source_is_a_new_key(tmp_path):
+    cache = tmp_path / "cache"
+    copy = tmp_path / "copy"
+    shutil.copytree(ROOT / "cbrtgrad", copy / "cbrtgrad", ignore=shutil.ignore_patterns("*.pyc"))
+    assert _call(cache, "float32", cwd=copy, PYTHONPATH=str(copy))["built"] == {
+        "ufunc cube_root float32": "compiled"
+    }
+    # A comment in a module the kernel calls (not the file of the cached
+    # function, which is all numba's own cache=True would look at).
+    with open(copy / "cbrtgrad" / "kernels" / "formulas.py", "a") as handle:
+        handle.write("\n# a change\n")
+    again = _call(cache, "float32", cwd=copy, PYTHONPATH=str(copy))
+    assert again["built"] == {"ufunc cube_root float32": "compiled"}
+
+
+def test_cache_off_compiles_and_writes_nothing(tmp_path):
+    off = _call(tmp_path, "float32", CBRTGRAD_CACHE="0")
+    assert off["built"] == {"ufunc cube_root float32": "compiled"}
+    assert not (tmp_path / "cbrtgrad").exists()
+
+
+#: Waits for the go file, then runs _CALL's work, so that all start at once.
+_RACER = (
+    """
+import os, sys, time
+go = sys.argv[2]
+while not os.path.exists(go):
+    time.sleep(0.005)
+"""
+    + _CALL
+)
+
+
+def _race(cache: Path, dtypes: list[str], go: Path) -> list[dict]:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, dtype, str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(cache),
+            cwd=ROOT,
+        )
+        for dtype in dtypes
+    ]
+    time.sleep(2.0)  # let the interpreters start and import before the go
+    go.touch()
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        # A crash (the segfaults of numba issue 4807) is a non-zero status.
+        assert proc.returncode == 0, err[-2000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    go.unlink()
+    return results
+
+
+def _check_round(results: list[dict], dtypes: list[str]) -> None:
+    for result, dtype in zip(results, dtypes, strict=True):
+        assert result["digest"] == _digest(dtype)
+        assert set(result["built"]) == {f"ufunc cube_root {dtype}"}
+
+
+def test_four_processes_write_and_read_one_cache_at_once(tmp_path):
+    # Round 1: four cold processes compile and save the same kernel at once;
+    # round 2: four load it at once. Every process must finish with the
+    # right bits. (The slow test below mixes dtypes and repeats.)
+    go = tmp_path / "go"
+    cache = tmp_path / "cache"
+    for number in range(2):
+        results = _race(cache, ["float32"] * 4, go)
+        _check_round(results, ["float32"] * 4)
+        if number == 1:
+            assert all(r["built"] == {"ufunc cube_root float32": "loaded"} for r in results)
+    (folder,) = [p for p in (cache / "cbrtgrad").iterdir() if p.is_dir()]
+    # No temporary file left behind, one index for the one kernel.
+    assert not [p for p in folder.iterdir() if ".tmp." in p.name]
+    assert len(list(folder.glob("*.nbi"))) == 1
+
+
+@pytest.mark.slow
+def test_four_processes_at_once_repeated_with_the_index_removed_between_rounds(tmp_path):
+    # Two kernels written into one folder at once, cold and warm, six times.
+    go = tmp_path / "go"
+    cache = tmp_path / "cache"
+    for number in range(6):
+        dtypes = ["float64", "float32", "float64", "float32"]
+        _check_round(_race(cache, dtypes, go), dtypes)
+        (folder,) = [p for p in (cache / "cbrtgrad").iterdir() if p.is_dir()]
+        assert not [p for p in folder.iterdir() if ".tmp." in p.name]
+        if number % 2 == 0:
+            # Every other round starts from a cache with data files but no
+            # index, as after a crash between numba's two writes.
+            for index in (cache / "cbrtgrad").glob("*/*.nbi"):
+                index.unlink()
+
+
+def test_environment_flags_are_checked(monkeypatch):
+    monkeypatch.setenv("CBRTGRAD_CACHE", "maybe")
+    _config.settings.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="CBRTGRAD_CACHE must be 0 or 1"):
+            _config.settings()
+    finally:
+        monkeypatch.delenv("CBRTGRAD_CACHE")
+        _config.settings.cache_clear()
+
+
+def test_numba_cache_dir_is_honoured_and_cbrtgrad_cache_dir_wins(monkeypatch, tmp_path):
+    monkeypatch.delenv("CBRTGRAD_CACHE_DIR", raising=False)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    _config.settings.cache_clear()
+    try:
+        assert _cache.root() == tmp_path / "numba" / "cbrtgrad"
+        monkeypatch.setenv("CBRTGRAD_CACHE_DIR", str(tmp_path / "mine"))
+        _config.settings.cache_clear()
+        assert _cache.root() == tmp_path / "mine" / "cbrtgrad"
+        monkeypatch.delenv("NUMBA_CACHE_DIR")
+        monkeypatch.delenv("CBRTGRAD_CACHE_DIR")
+        _config.settings.cache_clear()
+        assert _cache.root().name == "cbrtgrad"  # the user's cache folder
+    finally:
+        _config.settings.cache_clear()
+
+
+def test_a_folder_that_cannot_be_written_turns_the_cache_off(monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("CBRTGRAD_CACHE_DIR", str(blocker))
+    _config.settings.cache_clear()
+    try:
+        assert _cache.directory() is None
+        assert _cache.cache_for(_digest, "float64") is None
+        assert not _cache.status(cpu.cached_kernels()).enabled
+    finally:
+        _config.settings.cache_clear()
+
+
+def test_bad_arguments_name_themselves():
+    with pytest.raises(TypeError, match="dtype must be float32 or float64"):
+        cpu.ufunc("cube_root", np.int32)
+    with pytest.raises(ValueError, match="op must be"):
+        cpu.ufunc("cube", np.float64)
+    with pytest.raises(ValueError, match="name must be one of"):
+        cpu.parallel_loop("sideways", np.float64)
+    with pytest.raises(ValueError, match="tag must be an identifier"):
+        _cache.cache_for(_digest, "float 64")
+
+
+def test_info_shows_the_cache_and_how_warm_it_is():
+    from cbrtgrad.cli import info_lines
+
+    cbrtgrad.cbrt(np.ones(2))  # at least the float64 forward is cached now
+    (line,) = [line for line in info_lines() if line.startswith("cache")]
+    assert str(_cache.root()) in line
+    assert "warm" in line and f"of {len(cpu.cached_kernels())} kernels cached" in line
