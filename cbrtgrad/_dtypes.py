@@ -128,7 +128,8 @@ def requested_dtype(dtype: Any) -> np.dtype | None:
         return _F32
     if dt.kind != "f" or dt.itemsize not in (2, 4, 8):
         raise TypeError(
-            f"cbrtgrad: dtype must be float16, bfloat16, float32 or float64, got {_describe(dt)}"
+            "cbrtgrad: dtype must be float16, float32 or float64 (or bfloat16), "
+            f"got {_describe(dt)}"
         )
     return np.dtype(np.float32) if dt.itemsize == 2 else dt
 
