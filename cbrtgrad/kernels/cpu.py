@@ -721,8 +721,8 @@ def parallel_loop(name: str, dtype: Any) -> Any:
     --------
     >>> import numpy as np
     >>> x = np.array([-8.0, 27.0]); y = np.empty_like(x)
-    >>> parallel_loop("forward", x.dtype)(x, y); y
-    array([-2.,  3.])
+    >>> parallel_loop("forward", x.dtype)(x, y), y  # the IEEE flags raised, and the result
+    (0, array([-2.,  3.]))
     """
     if name not in _PARALLEL_SIGNATURES:
         raise ValueError(f"name must be one of {', '.join(_PARALLEL_SIGNATURES)}, got {name!r}")
