@@ -194,9 +194,11 @@ def _fused(
             else:
                 i = first
                 while i < n:
+                    # g[i] read before y[i] is written: y may be g (out=(g, ...)).
+                    gv = read_g(g[i])
                     yv = forward(read_x(x[i]))
                     y[i] = yv
-                    dx[i] = grad(read_g(g[i]), yv)
+                    dx[i] = grad(gv, yv)
                     i += width
             tile += step
 

@@ -230,3 +230,19 @@ def test_stream_arguments_and_libraries():
         with pytest.raises(TypeError, match="stream must be a numba, CuPy or PyTorch CUDA stream"):
             arrays.stream_handle(bad)
     assert arrays.library_of(cuda.to_device(np.ones(2))) == "numba"
+
+
+@pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+@pytest.mark.parametrize("n", [5, 300])
+def test_fused_outputs_may_be_its_inputs(n):
+    # Each thread reads x[i] and g[i] before it writes y[i] and dx[i], in
+    # full tiles and in the last one: y may be x or g, dx may be x or g.
+    x = np.linspace(-27.0, 27.0, n)
+    g = np.cos(x)
+    with np.errstate(all="ignore"):
+        y_ref, dx_ref = cpu.cube_root_and_grad(x, g)
+    for y_is, dx_is in (("g", "buf"), ("x", "g"), ("buf", "x"), ("g", "x")):
+        arrays = {"x": cuda.to_device(x), "g": cuda.to_device(g), "buf": cuda.device_array(n)}
+        y, dx = gpu.cube_root_and_grad(arrays["x"], arrays["g"], out=(arrays[y_is], arrays[dx_is]))
+        assert same_bits(y.copy_to_host(), y_ref), (y_is, dx_is)
+        assert same_bits(dx.copy_to_host(), dx_ref), (y_is, dx_is)
