@@ -14,18 +14,24 @@ from .graph import grad_of
 from .tensor import Tensor, refuse_device_array
 
 
+def _integer(value: Any) -> bool:
+    # Python and numpy integers, not bools (as JAX takes argnums).
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 def _argnums(argnums: Any) -> tuple[tuple[int, ...], bool]:
-    if isinstance(argnums, int) and not isinstance(argnums, bool):
-        return (argnums,), True
-    if (
-        isinstance(argnums, tuple)
-        and argnums
-        and all(isinstance(a, int) and not isinstance(a, bool) for a in argnums)
-    ):
-        return argnums, False
+    if _integer(argnums):
+        return (int(argnums),), True
+    if isinstance(argnums, tuple) and argnums and all(_integer(a) for a in argnums):
+        return tuple(int(a) for a in argnums), False
     raise TypeError(
         f"cbrtgrad: argnums must be an int or a non-empty tuple of ints, got {argnums!r}"
     )
+
+
+def _callable(f: Any) -> None:
+    if not callable(f):
+        raise TypeError(f"cbrtgrad: grad needs a callable function, got {type(f).__name__}")
 
 
 def _prepare(arg: Any, index: int) -> tuple[Tensor, bool]:
@@ -53,14 +59,20 @@ def _value_and_grad(
             raise ValueError(
                 f"cbrtgrad: argnums {n} is out of range for a call with {len(args)} arguments"
             )
+    # One tensor per argument, however often argnums names it (-1 and the
+    # last index, or a repeated index, are the same argument: the same gradient).
+    nums = tuple(n % len(args) for n in nums)
     call = list(args)
-    wrapped: list[Tensor] = []
+    tensors: dict[int, Tensor] = {}
     nested = False
     for n in nums:
+        if n in tensors:
+            continue
         t, keep = _prepare(args[n], n)
         call[n] = t
-        wrapped.append(t)
+        tensors[n] = t
         nested = nested or keep
+    wrapped = list(tensors.values())
     with grad_mode.enable_grad():
         out = f(*call, **kwargs)
     if not isinstance(out, Tensor):
@@ -72,10 +84,8 @@ def _value_and_grad(
             f"cbrtgrad: grad needs a function with a scalar output (shape ()); got shape "
             f"{out.shape} (reduce it, e.g. with .sum())"
         )
-    grads = grad_of(out, wrapped, create_graph=nested)
-    results = [
-        g if isinstance(args[n], Tensor) else _plain(g) for n, g in zip(nums, grads, strict=True)
-    ]
+    by_index = dict(zip(tensors, grad_of(out, wrapped, create_graph=nested), strict=True))
+    results = [by_index[n] if isinstance(args[n], Tensor) else _plain(by_index[n]) for n in nums]
     value = out if nested else out._data
     return value, results[0] if single else tuple(results)
 
@@ -118,6 +128,7 @@ def grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[
     array(-0.00694444)
     """
     _argnums(argnums)
+    _callable(f)
 
     @functools.wraps(f)
     def grad_f(*args: Any, **kwargs: Any) -> Any:
@@ -149,6 +160,7 @@ def value_and_grad(
     (array(5.), array([0.08333333, 0.03703704]))
     """
     _argnums(argnums)
+    _callable(f)
 
     @functools.wraps(f)
     def value_and_grad_f(*args: Any, **kwargs: Any) -> tuple[Any, Any]:

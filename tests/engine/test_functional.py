@@ -142,3 +142,26 @@ def test_device_array_is_a_type_error_not_a_host_copy():
     cuda = pytest.importorskip("numba.cuda")  # the simulator here (tests/conftest.py)
     with pytest.raises(TypeError, match=r"data is a device array \(\w+\)"):
         cg.Tensor(cuda.to_device(np.array([8.0])), requires_grad=True)
+
+
+def test_transform_arguments_as_jax_takes_them():
+    # A repeated or negative argnums is the same argument: the same gradient each time.
+    def f(a, b):
+        return (cg.cbrt(a) * b).sum()
+
+    a, b = np.array([8.0]), np.array([2.0])
+    ga, ga_again, gb = cg.grad(f, argnums=(0, 0, 1))(a, b)
+    np.testing.assert_allclose(ga, [2 / 12])
+    np.testing.assert_array_equal(ga, ga_again)
+    np.testing.assert_allclose(gb, [2.0])
+    np.testing.assert_array_equal(cg.grad(f, argnums=-1)(a, b), gb)
+    np.testing.assert_array_equal(cg.grad(f, argnums=(1, -1))(a, b)[1], gb)
+    np.testing.assert_array_equal(cg.grad(f, argnums=np.int64(0))(a, b), ga)
+    with pytest.raises(TypeError, match="argnums must be an int"):
+        cg.grad(f, argnums=[0])
+    with pytest.raises(TypeError, match="argnums must be an int"):
+        cg.grad(f, argnums=True)
+    with pytest.raises(TypeError, match="grad needs a callable function, got int"):
+        cg.grad(3)
+    with pytest.raises(TypeError, match="grad needs a callable function"):
+        cg.value_and_grad("f")
