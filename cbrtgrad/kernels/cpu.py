@@ -27,7 +27,7 @@ from numba.extending import overload
 from .. import _compile
 from ._primitives import CPU_PRIMITIVES, f64_as_i64
 from .formulas import MAGNITUDE_MASK64, PLAIN_F64_BEYOND, PLAIN_F64_LOWEST, make_formulas
-from .fpstatus import FENV_MASK, block_status, clear_flags, test_flags
+from .fpstatus import FENV_MASK, block_status, clear_flags, raised_flags
 from .ufunc_loops import LOOP_SIGNATURE, binary_block_loop, ufunc_from_loops, unary_block_loop
 
 FORMULAS = make_formulas(CPU_PRIMITIVES, numba.njit(**_compile.SCALAR_OPTIONS))
@@ -373,7 +373,7 @@ def _start_block():  # type: ignore[no-untyped-def]
     # NOTE: a worker thread's flags are sticky: cleared before each block
     # (only when one is set, as feclearexcept costs more than fetestexcept)
     # so that a block reports what it raised itself (fpstatus.py).
-    if test_flags(FENV_MASK):
+    if raised_flags(FENV_MASK):
         clear_flags(FENV_MASK)
 
 
@@ -397,7 +397,7 @@ def _backward_loop_parallel_constant(g, y, dx):  # type: ignore[no-untyped-def]
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
         grad_block(np.full(stop - start, g, y.dtype), y[start:stop], dx[start:stop])
-        status[block] = block_status(test_flags(FENV_MASK))
+        status[block] = block_status(raised_flags(FENV_MASK))
     return _union(status)
 
 
@@ -411,7 +411,7 @@ def _fused_loop_parallel(x, g, y, dx):  # type: ignore[no-untyped-def]
         stop = min(start + FUSED_BLOCK, n)
         _forward_block(x[start:stop], y[start:stop])
         grad_block(g[start:stop], y[start:stop], dx[start:stop])
-        status[block] = block_status(test_flags(FENV_MASK))
+        status[block] = block_status(raised_flags(FENV_MASK))
     return _union(status)
 
 
@@ -424,7 +424,7 @@ def _forward_loop_parallel(x, y):  # type: ignore[no-untyped-def]
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
         _forward_block(x[start:stop], y[start:stop])
-        status[block] = block_status(test_flags(FENV_MASK))
+        status[block] = block_status(raised_flags(FENV_MASK))
     return _union(status)
 
 
@@ -439,7 +439,7 @@ def _backward_loop_parallel(g, y, dx):  # type: ignore[no-untyped-def]
         start = block * FUSED_BLOCK
         stop = min(start + FUSED_BLOCK, n)
         grad_block(g[start:stop], y[start:stop], dx[start:stop])
-        status[block] = block_status(test_flags(FENV_MASK))
+        status[block] = block_status(raised_flags(FENV_MASK))
     return _union(status)
 
 

@@ -8,7 +8,7 @@ neither warn nor honour ``np.errstate`` while the ``cpu`` backend (a numpy
 ufunc over the same block code) does.
 
 So each block of a parallel loop reads its thread's flags
-(:data:`test_flags`, C's ``fetestexcept``) after its work, having cleared them
+(:data:`raised_flags`, C's ``fetestexcept``) after its work, having cleared them
 first (:data:`clear_flags`, only when one is set: the clear is the costlier
 call), and the loop returns the union, in numpy's own bit order
 (:data:`DIVIDE`, :data:`OVERFLOW`, :data:`UNDERFLOW`, :data:`INVALID`).
@@ -32,8 +32,12 @@ import sys
 import warnings
 from typing import Any
 
+import llvmlite.binding as llvm_binding
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 #: numpy's own flag bits (``np.core._umath``'s ``FPE_*``), in the order it handles them.
 DIVIDE, OVERFLOW, UNDERFLOW, INVALID = 1, 2, 4, 8
@@ -54,9 +58,10 @@ def _architecture() -> str | None:
     return None
 
 
-def _bind() -> tuple[Any, Any] | None:
+def _bind() -> tuple[Any, Any, str | None] | None:
     # fetestexcept and feclearexcept from the C library: libm on glibc, the
-    # process's own symbols elsewhere (macOS's libSystem).
+    # process's own symbols elsewhere (macOS's libSystem). Found with ctypes
+    # (whether they exist, and in which library); the loops call them by name.
     names = [ctypes.util.find_library("m"), None]
     for name in names:
         try:
@@ -64,30 +69,64 @@ def _bind() -> tuple[Any, Any] | None:
             test, clear = library.fetestexcept, library.feclearexcept
         except (OSError, AttributeError):
             continue
-        for function in (test, clear):
-            function.argtypes = [ctypes.c_int]
-            function.restype = ctypes.c_int
-        return test, clear
+        return test, clear, name
     return None
 
 
 _ARCH = _architecture()
 _BOUND = _bind() if _ARCH is not None and sys.platform != "win32" else None
+_LIBRARY = _BOUND[2] if _BOUND is not None else None
 
 #: Whether the parallel loops can see their threads' flags on this machine.
 AVAILABLE = _BOUND is not None
+
+
+def _fenv_call(symbol: str) -> Any:
+    """An intrinsic calling the C library's ``int symbol(int)`` by name.
+
+    NOTE: by name, not through a ctypes function pointer: a pointer is a
+    constant of the compiled code, which numba then refuses to cache ("uses
+    dynamic globals"); a named external symbol is resolved when the cached
+    code is loaded (the library is made visible to LLVM below).
+    """
+
+    @intrinsic
+    def call(typingctx, mask):  # type: ignore[no-untyped-def]
+        if not isinstance(mask, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(i32, [i32])
+            function = builder.module.globals.get(symbol)
+            if function is None:
+                function = ir.Function(builder.module, fnty, symbol)
+            value = args[0]
+            if value.type.width > 32:
+                value = builder.trunc(value, i32)
+            elif value.type.width < 32:
+                value = builder.sext(value, i32)
+            return builder.call(function, [value])
+
+        return types.int32(mask), codegen
+
+    return call
+
 
 if _BOUND is not None and _ARCH is not None:
     _FE_INVALID, _FE_DIVBYZERO, _FE_OVERFLOW, _FE_UNDERFLOW = _FENV_BITS[_ARCH]
     #: The four flags numpy reports, in ``<fenv.h>`` bits.
     FENV_MASK = _FE_INVALID | _FE_DIVBYZERO | _FE_OVERFLOW | _FE_UNDERFLOW
-    test_flags, clear_flags = _BOUND
+    if _LIBRARY is not None:
+        llvm_binding.load_library_permanently(_LIBRARY)
+    raised_flags = _fenv_call("fetestexcept")
+    clear_flags = _fenv_call("feclearexcept")
 else:  # pragma: no cover (no fenv here: the flags read as none)
     _FE_INVALID, _FE_DIVBYZERO, _FE_OVERFLOW, _FE_UNDERFLOW = 0, 0, 0, 0
     FENV_MASK = 0
 
     @numba.njit(cache=False)
-    def test_flags(mask):  # type: ignore[no-untyped-def]
+    def raised_flags(mask):  # type: ignore[no-untyped-def]
         return 0
 
     @numba.njit(cache=False)
