@@ -33,6 +33,13 @@ _PATH = (
 _ENV = _PATH + ("os.environ['CBRTGRAD_CACHE_DIR'] = {folder!r}; os.environ['CBRTGRAD_CACHE'] = '1'")
 
 
+def _warm_cache():
+    # One warm kernel cache for every startup benchmark, filled by a fresh process.
+    warm = os.path.join(tempfile.gettempdir(), "cbrtgrad-asv-warm")
+    benchmarking.run_fresh(benchmarking.STARTUP_SCRIPT, warm)
+    return warm
+
+
 class Startup:
     # Fresh interpreters: a run compiles (cold) or loads (warm), so one each.
     number = 1
@@ -40,9 +47,7 @@ class Startup:
     timeout = 600
 
     def setup_cache(self):
-        warm = os.path.join(tempfile.gettempdir(), "cbrtgrad-asv-warm")
-        benchmarking.run_fresh(benchmarking.STARTUP_SCRIPT, warm)
-        return warm
+        return _warm_cache()
 
     def timeraw_import(self, warm):
         return "import cbrtgrad", _PATH + "import numpy"
@@ -70,9 +75,7 @@ class DaskClusterStartup:
     timeout = 600
 
     def setup_cache(self):
-        warm = os.path.join(tempfile.gettempdir(), "cbrtgrad-asv-warm")
-        benchmarking.run_fresh(benchmarking.STARTUP_SCRIPT, warm)
-        return warm
+        return _warm_cache()
 
     def setup(self, warm):
         if importlib.util.find_spec("distributed") is None:
