@@ -12,6 +12,7 @@ Examples
 """
 
 from . import backends
+from ._version import __version__
 from .api import cbrt, cbrt_and_grad, cbrt_grad
 from .engine import (
     AmpPolicy,
@@ -28,8 +29,6 @@ from .engine import (
     no_grad,
     value_and_grad,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AmpPolicy",

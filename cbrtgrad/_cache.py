@@ -97,7 +97,7 @@ def key() -> dict[str, str]:
     import llvmlite.binding as llvm
     import numba
 
-    from . import __version__
+    from ._version import __version__
 
     triple, cpu, features = _magic_tuple()
     settings = _config.settings()

@@ -10,33 +10,33 @@ Examples
 True
 """
 
-from . import graph, ops, tensor
+# Each op module enters its functions in the op table (op_table.py) when
+# imported, and Tensor dispatches through it: importing them all here is
+# what makes every Tensor operator and method work.
+from . import cube_root, graph, ops, shape_ops  # noqa: F401 (they fill the op table)
+from .cube_root import CubeRootBackward, CubeRootGradBackward
 from .functional import grad, value_and_grad
 from .grad_mode import autocast, detect_anomaly, enable_grad, no_grad
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .node import Node
 from .ops import (
     AddBackward,
-    BroadcastToBackward,
-    CastBackward,
-    CubeRootBackward,
     DivideBackward,
-    MeanBackward,
     MultiplyBackward,
     NegativeBackward,
     PowerBackward,
-    ReshapeBackward,
     SubtractBackward,
+)
+from .recording import CastBackward
+from .schema import AmpPolicy, OpSchema, Saves
+from .shape_ops import (
+    BroadcastToBackward,
+    MeanBackward,
+    ReshapeBackward,
     SumBackward,
     SumToBackward,
 )
-from .schema import AmpPolicy, OpSchema, Saves
 from .tensor import Tensor
-
-# tensor.py's operators and backward call these two modules, which import it:
-# they are bound into it here, once both exist (see the TYPE_CHECKING imports there).
-tensor.ops = ops
-tensor.graph = graph
 
 __all__ = [
     "AddBackward",
@@ -44,6 +44,7 @@ __all__ = [
     "BroadcastToBackward",
     "CastBackward",
     "CubeRootBackward",
+    "CubeRootGradBackward",
     "DivideBackward",
     "GradcheckError",
     "MeanBackward",

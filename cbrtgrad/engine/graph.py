@@ -20,6 +20,8 @@ import numpy as np
 from .._array_kinds import is_dask_array
 from . import grad_mode
 from .node import Node
+from .op_table import routes
+from .recording import edge_of
 from .tensor import Tensor
 
 #: Serialises writes of leaves' ``.grad`` (see :func:`backward`).
@@ -62,7 +64,7 @@ def _send(
     for edge, gi in zip(edges, grads_in):  # noqa: B905 (one gradient per input)
         if edge is None or gi is None:
             continue
-        if type(edge) is Tensor:  # a leaf (see ops.apply: exactly Tensor)
+        if type(edge) is Tensor:  # a leaf (see recording.edge_of: exactly Tensor)
             prev = leaves.get(edge)
             leaves[edge] = gi if prev is None else prev + gi
             continue
@@ -72,13 +74,6 @@ def _send(
             heappush(heap, (-edge.sequence_nr, edge))
         else:
             grads[edge] = prev + gi
-
-
-def _edge(root: Tensor) -> Any:
-    # As ops.apply makes edges: the node, the leaf itself, or None (no grad).
-    if root.grad_fn is not None:
-        return root.grad_fn
-    return root if root._requires_grad else None
 
 
 def run_backward(
@@ -109,7 +104,7 @@ def run_backward(
     if node is None:
         if len(roots) != len(seeds):
             raise ValueError(f"cbrtgrad: {len(roots)} roots need as many seeds, got {len(seeds)}")
-        _send(tuple([_edge(root) for root in roots]), seeds, leaves, grads, heap)
+        _send(tuple([edge_of(root) for root in roots]), seeds, leaves, grads, heap)
     anomaly = grad_mode.anomaly_enabled()
     while node is not None or heap:
         # NOTE: hot path: one pass per node, everything it needs read once.
@@ -208,6 +203,7 @@ def _as_grad(g: Any, t: Tensor, fresh: bool) -> Any:
     return g
 
 
+@routes(method="backward")
 def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_graph: bool) -> None:
     """``Tensor.backward``: accumulate into the leaves' ``.grad``."""
     if not root._requires_grad:

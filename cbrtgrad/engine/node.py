@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-import numpy as np
-
-from .._array_kinds import is_dask_array
 from .schema import OpSchema, Saves
 from .tensor import Tensor
-
-#: Broadcast gradients up to this many elements are materialised (see expand).
-_MATERIALISE_MAX = 4096
 
 #: The next node's ``sequence_nr``. ``next`` on an ``itertools.count`` is one C
 #: call, atomic under the GIL, so threads recording at once never share a number.
@@ -114,58 +107,3 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
-
-
-def reduce_to(g: Any, shape: tuple[int, ...]) -> Any:
-    """Sum a broadcast gradient back to an input's ``shape`` (array or Tensor)."""
-    if g.shape == shape:
-        return g
-    if isinstance(g, Tensor):
-        from .ops import sum_to
-
-        return sum_to(g, shape)
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1
-    )
-    if type(g) is not np.ndarray and is_dask_array(g):
-        return g.sum(axis=axes, keepdims=True).reshape(shape)
-    return np.add.reduce(g, axis=axes, keepdims=True).reshape(shape)
-
-
-def expand(g: Any, shape: tuple[int, ...], chunks: Any = None) -> Any:
-    """Broadcast a gradient to ``shape`` (array or Tensor).
-
-    ``chunks`` (those of a dask input) makes the result a lazy dask array in
-    those chunks, whatever ``g`` is.
-    """
-    if g.shape == shape:
-        return g
-    if isinstance(g, Tensor):
-        from .ops import broadcast_to
-
-        return broadcast_to(g, shape)
-    if chunks is not None or (type(g) is not np.ndarray and is_dask_array(g)):
-        import dask.array as da
-
-        return da.broadcast_to(g, shape, chunks=chunks)
-    if math.prod(shape) > _MATERIALISE_MAX:
-        # A stride-0 view: materialising a large one costs more in fresh pages
-        # than the kernels lose on it (docs/engine.md, "Performance").
-        return np.broadcast_to(g, shape)
-    # Small: a real array is cheaper than np.broadcast_to's Python overhead
-    # (docs/engine.md), and a fresh array can become a leaf's .grad without a copy.
-    out = np.empty(shape, g.dtype)
-    np.copyto(out, g)
-    return out
-
-
-def reshape(g: Any, shape: tuple[int, ...]) -> Any:
-    """Reshape a gradient (array or Tensor)."""
-    if g.shape == shape:
-        return g
-    if isinstance(g, Tensor):
-        from .ops import reshape as reshape_op
-
-        return reshape_op(g, shape)
-    return g.reshape(shape)

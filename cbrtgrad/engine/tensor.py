@@ -9,82 +9,21 @@ import numpy as np
 from .. import _dtypes
 from .._array_kinds import is_dask_array, is_device_array
 from . import grad_mode
+from .op_table import API_OPS, METHODS, UFUNC_OPS
+from .operators import Operators
+from .versions import DataView, Version
 
-if TYPE_CHECKING:
-    # The operators call ops' functions and backward calls graph's; both import
-    # this module (they make and test Tensors on every op). So these imports
-    # are for the type checker, which sees each operator's real signature, and
-    # at run time the package binds the two modules here once, after importing
-    # them (cbrtgrad/engine/__init__.py): no import cycle, and each call is one
-    # global lookup (a function-level import costs more than a small op).
-    from . import graph, ops
+if TYPE_CHECKING:  # for the annotations only: node.py imports this module
     from .node import Node
+
+# The operators and methods that record ops run the functions the op modules
+# entered in the op table (op_table.py): those modules import this one, so
+# this one imports none of them.
+_UFUNC = UFUNC_OPS
+_METHOD = METHODS
 
 
 _new = object.__new__
-
-
-class engine_write:
-    """Context for one of the engine's own writes through a ``.data`` view.
-
-    ``Tensor.data`` is read-only for numpy (see :class:`_DataView`); the
-    writes the view sees (item assignment, ufuncs with ``out=``) make it
-    writable for the write, then read-only again, and bump the version.
-    A view of an array that is read-only itself stays read-only.
-    """
-
-    __slots__ = ("array", "opened")
-
-    def __init__(self, array: Any) -> None:
-        self.array = array
-        self.opened = False
-
-    def __enter__(self) -> None:
-        array = self.array
-        if not array.flags.writeable and array._owner is not None and array._owner.flags.writeable:
-            array.flags.writeable = True
-            self.opened = True
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.opened:
-            self.array.flags.writeable = False
-
-
-class _Version:
-    """A mutable counter shared by a tensor and every view of its data."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-
-class _LazyVersion:
-    """A tensor's version, plus one if its dask array was rebound since it was saved.
-
-    NOTE: item assignment into a dask array (``t.data[i] = v``) does not go
-    through the tensor: dask swaps the array object's graph, so the array's
-    key (``name``) is what changes.
-    """
-
-    __slots__ = ("version", "array", "name")
-
-    def __init__(self, version: _Version, array: Any) -> None:
-        self.version = version
-        self.array = array
-        self.name = array.name
-
-    @property
-    def value(self) -> int:
-        return self.version.value + (self.array.name != self.name)
-
-
-def version_check(t: Tensor) -> tuple[Any, int]:
-    """``(counter, value now)`` for a node to check a saved tensor against later."""
-    data = t._data
-    if type(data) is not np.ndarray and is_dask_array(data):
-        return _LazyVersion(t._version, data), t._version.value
-    return t._version, t._version.value
 
 
 def host_data(value: Any, name: str) -> Any:
@@ -113,81 +52,7 @@ def refuse_device_array(value: Any, name: str) -> None:
         )
 
 
-class _DataView(np.ndarray):
-    """What ``Tensor.data`` returns: a plain-looking ndarray view that counts writes.
-
-    Item assignment and ufuncs writing into it (``out=``, ``+=``, ``ufunc.at``)
-    bump the owning tensor's version, so a saved value modified after the
-    forward is caught by backward instead of giving a silently wrong gradient.
-
-    NOTE: numpy has writers a subclass never sees (``fill``, ``np.copyto``,
-    ``.flat[i] = v``, ``np.put``, ``sort``, any C code writing the buffer), so
-    the view is read-only for numpy: those raise numpy's ``ValueError`` ("...
-    read-only") instead of writing unseen. The two writes it sees open it for
-    the write (:class:`engine_write`).
-    """
-
-    _version: _Version | None
-    #: The tensor's array this is a view of (whether it may be written at all).
-    _owner: np.ndarray | None
-
-    def __array_finalize__(self, obj: Any) -> None:
-        # Views (slices, reshapes) share the buffer and the counter; copies
-        # (``base is None``) are new memory and must not bump it.
-        if isinstance(obj, _DataView) and self.base is not None:
-            self._version = obj._version
-            self._owner = obj._owner
-        else:
-            self._version = None
-            self._owner = None
-
-    def _bump(self) -> None:
-        if self._version is not None:
-            self._version.value += 1
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        with engine_write(self):
-            super().__setitem__(key, value)
-        self._bump()
-
-    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        if any(isinstance(i, Tensor) for i in inputs):
-            return NotImplemented  # let Tensor.__array_ufunc__ take it
-        out = kwargs.get("out")
-        outs: tuple[Any, ...] = () if out is None else out if isinstance(out, tuple) else (out,)
-        # ``ufunc.at(a, indices, b)`` writes into a.
-        written = (*outs, inputs[0]) if method == "at" else outs
-        guards = [engine_write(o) for o in written if isinstance(o, _DataView)]
-        for guard in guards:
-            guard.__enter__()
-        try:
-            # Plain views, made while the written ones are open.
-            plain = tuple(i.view(np.ndarray) if isinstance(i, _DataView) else i for i in inputs)
-            if outs:
-                kwargs["out"] = tuple(
-                    o.view(np.ndarray) if isinstance(o, _DataView) else o for o in outs
-                )
-            result = getattr(ufunc, method)(*plain, **kwargs)
-        finally:
-            for guard in reversed(guards):
-                guard.__exit__()
-        for o in written:
-            if isinstance(o, _DataView):
-                o._bump()
-        if method == "at":
-            return None
-        if outs and method == "__call__":
-            return outs[0] if len(outs) == 1 else outs
-        return result
-
-    def __repr__(self) -> str:
-        return repr(self.view(np.ndarray))
-
-    def __str__(self) -> str:
-        return str(self.view(np.ndarray))
-
-
-class Tensor:
+class Tensor(Operators):
     """An array that records the ops applied to it, for reverse-mode gradients.
 
     Parameters
@@ -243,7 +108,7 @@ class Tensor:
     _requires_grad: bool
     grad: Any
     grad_fn: Node | None
-    _version: _Version
+    _version: Version
 
     # Tensor wins over ndarray in mixed binary operators.
     __array_priority__ = 1000
@@ -252,7 +117,7 @@ class Tensor:
         self._data = data._data if isinstance(data, Tensor) else host_data(data, "data")
         self.grad = None
         self.grad_fn = None
-        self._version = _Version()
+        self._version = Version()
         self._requires_grad = False
         self.requires_grad = requires_grad
 
@@ -265,7 +130,7 @@ class Tensor:
         t._requires_grad = grad_fn is not None
         t.grad = None
         t.grad_fn = grad_fn
-        t._version = _Version()
+        t._version = Version()
         return t
 
     # -- attributes ---------------------------------------------------------
@@ -277,15 +142,15 @@ class Tensor:
         """
         if is_dask_array(self._data):
             return self._data
-        view = self._data.view(_DataView)
+        view = self._data.view(DataView)
         view._version = self._version
         view._owner = self._data
-        view.flags.writeable = False  # see _DataView: only the writes it counts
+        view.flags.writeable = False  # see DataView: only the writes it counts
         return view
 
     @data.setter
     def data(self, value: Any) -> None:
-        if isinstance(value, _DataView) and value._version is self._version:
+        if isinstance(value, DataView) and value._version is self._version:
             return  # ``t.data += 1`` wrote in place and already bumped the version
         self._data = host_data(value, "data")
         self._version.value += 1
@@ -392,40 +257,6 @@ class Tensor:
             extra = f", dtype={self._data.dtype}" + extra
         return f"Tensor({body}{extra})"
 
-    # -- Python protocols ---------------------------------------------------
-    def __bool__(self) -> bool:
-        # As an ndarray: the value of one element, else an error (never
-        # Python's default through __len__, which says True for [0.0]).
-        if self._data.size != 1:
-            raise ValueError(
-                f"cbrtgrad: the truth value of a Tensor of {self._data.size} elements is "
-                "ambiguous; use .numpy().any() or .numpy().all()"
-            )
-        return bool(np.asarray(self._data).reshape(()))
-
-    # Comparisons are element-wise, as numpy's, and give a plain bool ndarray
-    # (not differentiable). A Tensor stays hashable by identity, as the
-    # backward's dicts need (and as a PyTorch tensor is).
-    def __eq__(self, other: object) -> Any:  # type: ignore[override]
-        return np.equal(np.asarray(self._data), _compared(other))
-
-    def __ne__(self, other: object) -> Any:  # type: ignore[override]
-        return np.not_equal(np.asarray(self._data), _compared(other))
-
-    def __lt__(self, other: Any) -> Any:
-        return np.less(np.asarray(self._data), _compared(other))
-
-    def __le__(self, other: Any) -> Any:
-        return np.less_equal(np.asarray(self._data), _compared(other))
-
-    def __gt__(self, other: Any) -> Any:
-        return np.greater(np.asarray(self._data), _compared(other))
-
-    def __ge__(self, other: Any) -> Any:
-        return np.greater_equal(np.asarray(self._data), _compared(other))
-
-    __hash__ = object.__hash__
-
     def _leaf_only(self, what: str) -> None:
         if self.grad_fn is not None:
             raise RuntimeError(
@@ -455,7 +286,7 @@ class Tensor:
     def __cbrtgrad_function__(
         self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        impl = ops.API_OPS.get(func)
+        impl = API_OPS.get(func)
         if impl is None:
             return NotImplemented
         return impl(*args, **kwargs) if kwargs else impl(*args)  # NOTE: hot path: no kwargs
@@ -463,64 +294,10 @@ class Tensor:
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method != "__call__" or kwargs:
             return NotImplemented
-        op = ops.UFUNC_OPS.get(ufunc)
+        op = _UFUNC.get(ufunc)
         if op is None:
             return NotImplemented
         return op(*inputs)
-
-    # -- ops ----------------------------------------------------------------
-    def __add__(self, other: Any) -> Tensor:
-        return ops.add(self, other)
-
-    def __radd__(self, other: Any) -> Tensor:
-        return ops.add(other, self)
-
-    def __sub__(self, other: Any) -> Tensor:
-        return ops.subtract(self, other)
-
-    def __rsub__(self, other: Any) -> Tensor:
-        return ops.subtract(other, self)
-
-    def __mul__(self, other: Any) -> Tensor:
-        return ops.multiply(self, other)
-
-    def __rmul__(self, other: Any) -> Tensor:
-        return ops.multiply(other, self)
-
-    def __truediv__(self, other: Any) -> Tensor:
-        return ops.divide(self, other)
-
-    def __rtruediv__(self, other: Any) -> Tensor:
-        return ops.divide(other, self)
-
-    def __neg__(self) -> Tensor:
-        return ops.negative(self)
-
-    def __pos__(self) -> Tensor:
-        return self
-
-    def __pow__(self, exponent: Any) -> Tensor:
-        return ops.power(self, exponent)
-
-    def __rpow__(self, base: Any) -> Tensor:
-        raise TypeError(
-            f"cbrtgrad: only Tensor ** scalar is supported; got {type(base).__name__} ** Tensor"
-        )
-
-    def __iadd__(self, other: Any) -> Tensor:
-        return self._inplace(ops.add, other)
-
-    def __isub__(self, other: Any) -> Tensor:
-        return self._inplace(ops.subtract, other)
-
-    def __imul__(self, other: Any) -> Tensor:
-        return self._inplace(ops.multiply, other)
-
-    def __itruediv__(self, other: Any) -> Tensor:
-        return self._inplace(ops.divide, other)
-
-    def __ipow__(self, exponent: Any) -> Tensor:
-        return self._inplace(ops.power, exponent)
 
     def _inplace(self, op: Any, other: Any) -> Tensor:
         if self.grad_fn is None and self._requires_grad and grad_mode.grad_enabled():
@@ -575,7 +352,7 @@ class Tensor:
         >>> cg.Tensor(np.ones((2, 3))).sum(axis=0)
         Tensor([2., 2., 2.])
         """
-        return ops.reduce(ops.SumBackward, self, axis, dtype, out, keepdims)
+        return _METHOD["sum"](self, axis, dtype, out, keepdims)
 
     def mean(
         self, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
@@ -601,7 +378,7 @@ class Tensor:
         >>> np.mean(cg.Tensor(np.array([1.0, 2.0, 6.0])))
         Tensor(3.)
         """
-        return ops.reduce(ops.MeanBackward, self, axis, dtype, out, keepdims)
+        return _METHOD["mean"](self, axis, dtype, out, keepdims)
 
     def reshape(self, *shape: Any) -> Tensor:
         """The same values in a new shape (differentiable).
@@ -623,7 +400,7 @@ class Tensor:
         """
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return ops.reshape(self, shape)
+        return _METHOD["reshape"](self, shape)
 
     def astype(self, dtype: Any) -> Tensor:
         """A differentiable cast to a float dtype (the gradient is cast back).
@@ -643,7 +420,7 @@ class Tensor:
         >>> cg.Tensor(np.array([8.0])).astype(np.float32).dtype
         dtype('float32')
         """
-        return ops.cast(self, dtype)
+        return _METHOD["astype"](self, dtype)
 
     def backward(
         self, gradient: Any = None, *, retain_graph: bool | None = None, create_graph: bool = False
@@ -678,11 +455,7 @@ class Tensor:
         >>> x.grad
         array([0.08333333])
         """
-        graph.backward(self, gradient, retain_graph, create_graph)
-
-
-def _compared(other: Any) -> Any:
-    return np.asarray(other._data) if isinstance(other, Tensor) else other
+        _METHOD["backward"](self, gradient, retain_graph, create_graph)
 
 
 def _restore(data: Any, requires_grad: bool, grad: Any) -> Tensor:

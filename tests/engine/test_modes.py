@@ -82,12 +82,12 @@ def test_autocast_force_fp32_from_schema():
 
 
 def test_autocast_policy_is_read_from_schema(monkeypatch):
-    from cbrtgrad.engine import ops
+    from cbrtgrad.engine.cube_root import CubeRootBackward
 
     x16 = cg.Tensor(np.array([8.0], dtype=np.float16), requires_grad=True)
     # The same schema with the other policy (what it saves, its ufunc kept).
-    promote = dataclasses.replace(ops.CubeRootBackward.schema, amp_policy=cg.AmpPolicy.PROMOTE)
-    monkeypatch.setattr(ops.CubeRootBackward, "schema", promote)
+    promote = dataclasses.replace(CubeRootBackward.schema, amp_policy=cg.AmpPolicy.PROMOTE)
+    monkeypatch.setattr(CubeRootBackward, "schema", promote)
     with cg.autocast():
         y = cg.cbrt(x16)
         assert y.grad_fn.next_functions[0] is x16  # no cast recorded

@@ -1,0 +1,310 @@
+"""The cube root op and its gradient op: what the engine records for ``cbrtgrad.cbrt``.
+
+:class:`CubeRootBackward` is the seed's node (its names ``saves_input``,
+``saves_output``, ``dispatch`` and ``grad_formula`` are public:
+docs/engine.md); it saves the output ``y``, and its backward is the
+gradient kernel ``g / (3 y^2)`` from ``y``, never re-running the cube root.
+:class:`CubeRootGradBackward` records that kernel as an op of its own, so
+that ``cbrtgrad.cbrt_grad`` on Tensors and the differentiable backward
+(``create_graph=True``) give the kernel's correctly rounded bits too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _dtypes, _half, api
+from .._array_kinds import is_dask_array
+from ..backends import _registry
+from . import grad_mode
+from .node import Node
+from .op_table import routes
+from .ops import _operand
+from .recording import apply, cast
+from .schema import AmpPolicy, OpSchema, Saves
+from .shape_ops import reduce_to
+from .tensor import Tensor
+
+_NATIVE = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+_F32 = np.dtype(np.float32)
+_grad_enabled = grad_mode.grad_enabled
+
+
+def _gradient(backend: Any, g: Any, y: Any) -> Any:
+    # The backends take host inputs already in the compute dtype (float32 or
+    # float64), which is decided here as the api decides it.
+    compute = _dtypes.result_dtype(g, y, argument="g, y")
+    if not (is_dask_array(g) or is_dask_array(y)):  # dask casts inside each chunk's task
+        g, y = np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
+    return backend.cube_root_grad(g, y, dtype=compute)
+
+
+class CubeRootBackward(Node):
+    """The ``cube_root`` op: ``y = cbrt(x)``; saves the output ``y`` (``result``), not ``x``.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> x = cg.Tensor(np.array([8.0]), requires_grad=True)
+    >>> y = cg.cbrt(x)
+    >>> type(y.grad_fn).__name__, y.grad_fn.result
+    ('CubeRootBackward', array([2.]))
+    >>> y.grad_fn.vjp(np.array([12.0]))
+    (array([1.]),)
+    """
+
+    __slots__ = ("backend",)
+    schema = OpSchema(
+        name="cube_root", amp_policy=AmpPolicy.FORCE_FP32, saves=Saves.OUTPUT, ufunc=np.cbrt
+    )
+
+    backend: Any
+
+    @property
+    def result(self) -> Any:
+        """The saved output ``y`` (``None`` once released)."""
+        return self.saved[0] if self.saved else None
+
+    @staticmethod
+    def forward(backend: Any, x: Any, *, dtype: Any = None) -> Any:
+        """``backend.cube_root`` in the compute dtype of ``x``."""
+        dt = x.dtype
+        if dtype is None:
+            if dt in _NATIVE:
+                # NOTE: hot path: a native dtype, no keyword (the backend's fast case).
+                return backend.cube_root(x)
+            dtype = _dtypes.compute_dtype(dt, "x")
+        return backend.cube_root(x, dtype=dtype)
+
+    @classmethod
+    def dispatch(cls, backend: Any, x: Any, stream: Any = None, dtype: Any = None) -> Any:
+        """The seed's ``dispatch(backend, a, s, dt)``: the forward on ``backend``.
+
+        Parameters
+        ----------
+        backend : Backend or str
+            A backend (:func:`cbrtgrad.backends.get_backend`) or its name.
+        x : array
+            The input, of a kind the backend takes.
+        stream : stream, optional
+            The stream to run on: the ``cuda`` backend's only (the seed's ``s``).
+        dtype : dtype, optional
+            The compute dtype (the seed's ``dt``); by default that of ``x``.
+
+        Returns
+        -------
+        array
+            ``cbrt(x)``, as :meth:`forward` gives it (what the engine records).
+
+        Raises
+        ------
+        TypeError
+            For a ``stream`` given to a backend that has none.
+
+        Examples
+        --------
+        >>> import numpy as np, cbrtgrad as cg
+        >>> cg.CubeRootBackward.dispatch("cpu", np.array([27.0, -8.0]))
+        array([ 3., -2.])
+        """
+        if isinstance(backend, str):
+            from ..backends import get_backend
+
+            backend = get_backend(backend)
+        if stream is None:
+            return cls.forward(backend, x, dtype=dtype)
+        if backend.name != "cuda":
+            raise TypeError(f"cbrtgrad: stream is only for the cuda backend, not {backend.name!r}")
+        compute = dtype if dtype is not None else _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
+        return backend.cube_root(x, dtype=compute, stream=stream)
+
+    def grad_formula(self, g: Any) -> Any:
+        """The seed's ``grad_formula(g)``: ``g / (3 y^2)`` from the saved output ``y``.
+
+        The array :meth:`vjp` returns for the one input (``vjp`` is the
+        engine's protocol, a tuple per input).
+
+        Examples
+        --------
+        >>> import numpy as np, cbrtgrad as cg
+        >>> y = cg.cbrt(cg.Tensor(np.array([8.0]), requires_grad=True))
+        >>> y.grad_fn.grad_formula(np.array([12.0]))
+        array([1.])
+        """
+        return self.vjp(g)[0]
+
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
+        self.backend = backend
+
+    def vjp(self, g: Any) -> tuple[Any, ...]:
+        y = self.saved[0]
+        if type(g) is Tensor:
+            # create_graph: the gradient op itself, recorded so that it is
+            # differentiable (the same correctly rounded kernel, so the same
+            # bits as the plain backward); ``y`` is the saved output
+            # re-attached to this node, so d/dx flows through it.
+            yt = Tensor._make(y, self)
+            counter = self._checks[0][0]
+            yt._version = getattr(counter, "version", counter)  # a LazyVersion wraps it
+            return (_record_grad(g, yt, self.backend),)
+        # The fast kernel, from the saved output; the cube root is never re-run.
+        dt = y.dtype
+        if g.dtype != dt or dt not in _NATIVE:  # NOTE: hot path: one native dtype, no call
+            return (_gradient(self.backend, g, y),)
+        return (self.backend.cube_root_grad(g, y),)
+
+
+class CubeRootGradBackward(Node):
+    """The ``cube_root_grad`` op: ``dx = g / (3 y^2)``, correctly rounded, from ``g`` and ``y``.
+
+    What ``cbrtgrad.cbrt_grad(g, y)`` records on Tensors, and what the
+    backward of :class:`CubeRootBackward` records under
+    ``create_graph=True``: the value is the backend's kernel (the bits of
+    the plain backward), and its own vjp makes second derivatives:
+    ``d/dg = 1 / (3 y^2)`` (this op again) and ``d/dy = -2 g / (3 y^3)``.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> g = cg.Tensor(np.array([12.0]), requires_grad=True)
+    >>> dx = cg.cbrt_grad(g, cg.Tensor(np.array([2.0])))
+    >>> dx, type(dx.grad_fn).__name__
+    (Tensor([1.], grad_fn=<CubeRootGradBackward>), 'CubeRootGradBackward')
+    """
+
+    __slots__ = ("backend", "shapes")
+    schema = OpSchema(name="cube_root_grad", arity=2, saves=Saves.INPUTS)
+
+    backend: Any
+    shapes: tuple[tuple[int, ...], ...]
+
+    @staticmethod
+    def forward(backend: Any, g: Any, y: Any) -> Any:
+        """``backend.cube_root_grad`` (both inputs of one native dtype: see :func:`cbrt_grad`)."""
+        return backend.cube_root_grad(g, y)
+
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
+        self.backend = backend
+        self.shapes = tuple(np.shape(t) for t in inputs)
+
+    def vjp(self, gz: Any) -> tuple[Any, ...]:
+        g, y = self.saved_for(gz)
+        eg, ey = self.next_functions
+        if type(gz) is Tensor:
+            dg = None if eg is None else _record_grad(gz, y, self.backend)
+            dy = None if ey is None else _record_grad(g * gz, y, self.backend) * -2.0 / y
+        else:
+            dg = None if eg is None else _gradient(self.backend, gz, y)
+            dy = None if ey is None else _gradient(self.backend, g * gz, y) * -2.0 / y
+        return (
+            None if dg is None else reduce_to(dg, self.shapes[0]),
+            None if dy is None else reduce_to(dy, self.shapes[1]),
+        )
+
+
+@routes(np.cbrt, api_function=api.cbrt)
+def cbrt(
+    x: Any, /, out: Any = None, *, where: Any = True, dtype: Any = None, backend: Any = None
+) -> Any:
+    """Differentiable cube root of a Tensor (what ``cbrtgrad.cbrt(tensor)`` runs).
+
+    ``out=`` (a Tensor) and ``where=`` are only allowed when no gradient is
+    recorded; ``dtype=`` is a differentiable cast before the op.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> cg.cbrt(cg.Tensor(np.array([-27.0, 8.0])))
+    Tensor([-3.,  2.])
+    """
+    if type(x) is not Tensor:
+        x = Tensor(x)
+    if dtype is not None:
+        requested = _dtypes.requested_dtype(dtype)
+        if requested != x.dtype:
+            x = cast(x, requested)
+    chosen = _registry.resolve(backend, x._data)
+    if out is None and where is True:
+        if _half.is_half(x.dtype) and CubeRootBackward.schema.amp_policy is AmpPolicy.FORCE_FP32:
+            # The one dtype rule (cbrtgrad._dtypes): half precision is computed
+            # in float32 and returned as float32, as the api returns it, in or
+            # out of autocast; the cast is recorded, so a half leaf's gradient
+            # is cast back to its dtype.
+            x = cast(x, _F32)
+        return apply(CubeRootBackward, (x,), chosen)
+    if _grad_enabled() and x._requires_grad:
+        raise RuntimeError(
+            "cbrtgrad: cbrt with out= or where= is not differentiable; call it inside "
+            "`with cbrtgrad.no_grad():` or drop out=/where="
+        )
+    where = api.check_where(where)
+    compute = _dtypes.compute_dtype(x.dtype, "x")
+    data = x._data if x.dtype == compute or is_dask_array(x._data) else x._data.astype(compute)
+    if out is None:
+        y = chosen.cube_root(data, where=where, dtype=compute)
+        return Tensor._make(y if type(y) is np.ndarray or is_dask_array(y) else np.asarray(y), None)
+    if type(out) is not Tensor:
+        raise TypeError(f"cbrtgrad: out must be a Tensor, got {type(out).__name__}")
+    if type(out._data) is np.ndarray and _half.is_half(out.dtype):
+        # Correctly rounded in out's own precision, as the api writes it.
+        api.cbrt(x._data, out=out._data, where=where, backend=backend)
+        out._version.value += 1
+        return out
+    api.check_out(out._data, (data,), compute, where)
+    (data,) = api.unaliased((data,), out._data)
+    chosen.cube_root(data, out=out._data, where=where, dtype=compute)
+    out._version.value += 1
+    return out
+
+
+@routes(api_function=api.cbrt_grad)
+def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend: Any = None) -> Any:
+    """``g / (3 y^2)`` on Tensors: the correctly rounded kernel, recorded (differentiable).
+
+    The compute dtype is the api's (cbrtgrad._dtypes): half precision is
+    computed in float32, a float32 and a float64 operand in float64; the
+    casts are recorded, so the gradients come back in each input's dtype.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> cg.cbrt_grad(cg.Tensor(np.array([12.0, 3.0])), np.array([2.0, 1.0]))
+    Tensor([1., 1.])
+    """
+    if out is not None or where is not True:
+        raise TypeError("cbrtgrad: cbrt_grad on Tensors does not take out= or where=")
+    g, y = _operand(g, "g"), _operand(y, "y")
+    data = y._data if type(y) is Tensor else y
+    return _record_grad(g, y, _registry.resolve(backend, data))
+
+
+def _record_grad(g: Any, y: Any, backend: Any) -> Tensor:
+    """Record :class:`CubeRootGradBackward` on ``backend``, in the api's compute dtype."""
+    compute = _dtypes.result_dtype(
+        g._data if type(g) is Tensor else g, y._data if type(y) is Tensor else y, argument="g, y"
+    )
+    return apply(CubeRootGradBackward, (_in_dtype(g, compute), _in_dtype(y, compute)), backend)
+
+
+def _in_dtype(value: Any, dtype: np.dtype) -> Any:
+    """A Tensor cast (recorded) to ``dtype``, or a constant converted to it."""
+    if type(value) is Tensor:
+        return value if value.dtype == dtype else cast(value, dtype)
+    if is_dask_array(value):
+        return value.astype(dtype, copy=False)
+    return np.asarray(value, dtype=dtype)
+
+
+@routes(api_function=api.cbrt_and_grad)
+def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) -> Any:
+    """``(cbrt(x), g / (3 y^2))`` on Tensors."""
+    if out is not None:
+        raise TypeError("cbrtgrad: cbrt_and_grad on Tensors does not take out=")
+    y = cbrt(x, backend=backend)
+    return y, cbrt_grad(g, y)

@@ -1,0 +1,145 @@
+"""Recording: running an op and, when a gradient is needed, adding its node to the graph.
+
+:func:`apply` is the one place an op is run on Tensors: it applies autocast
+(the op's AMP policy, read from its schema), calls the node class's
+``forward`` on the inputs' data, and when an input requires grad makes the
+node, its edges (:func:`edge_of`) and what the schema says it saves, with
+the version checks. The cast is here too because autocast records it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _half
+from .._array_kinds import is_dask_array
+from . import grad_mode
+from .node import Node, next_sequence_nr
+from .op_table import routes
+from .schema import AmpPolicy, OpSchema, Saves
+from .tensor import Tensor
+from .versions import version_check
+
+_F32 = np.dtype(np.float32)
+_OUTPUT = Saves.OUTPUT
+_INPUTS = Saves.INPUTS
+
+_grad_enabled = grad_mode.grad_enabled
+_autocast_enabled = grad_mode.autocast_enabled
+
+def autocast_inputs(schema: OpSchema, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Apply the op's AMP policy to its inputs: the one place autocast acts.
+
+    Inside :func:`cbrtgrad.autocast`, a ``FORCE_FP32`` op gets float16 inputs
+    cast to float32 by a recorded :class:`CastBackward` node (so the gradient
+    of a float16 leaf is float16 again); ``PROMOTE`` ops are left alone.
+    """
+    if schema.amp_policy is AmpPolicy.FORCE_FP32 and _autocast_enabled():
+        return tuple(
+            cast(t, _F32) if type(t) is Tensor and _half.is_half(t.dtype) else t for t in inputs
+        )
+    return inputs
+
+
+def edge_of(t: Any) -> Any:
+    """The edge to ``t`` a node records (and the backward starts from).
+
+    ``None`` for a constant or a tensor that needs no grad, else the node
+    that made ``t``, or ``t`` itself for a leaf (exactly a ``Tensor``: the
+    backward walk tells leaves from nodes by that).
+    """
+    if type(t) is not Tensor or not t._requires_grad:
+        return None
+    return t if t.grad_fn is None else t.grad_fn
+
+
+def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **params: Any) -> Tensor:
+    """Run op ``cls`` on ``inputs`` and record it in the graph if a gradient is needed."""
+    if _autocast_enabled():
+        inputs = autocast_inputs(cls.schema, inputs)
+    unary = len(inputs) == 1
+    if unary and type(inputs[0]) is Tensor:
+        # NOTE: hot path: a unary op on a Tensor (cbrt, sum, cast, ...), without
+        # the lists of the general case.
+        t = inputs[0]
+        if params:
+            data = cls.forward(backend, t._data, **params)
+        else:
+            data = cls.forward(backend, t._data)
+        record = t._requires_grad
+    else:
+        record = False
+        arrays = []
+        for t in inputs:
+            if type(t) is Tensor:
+                arrays.append(t._data)
+                if t._requires_grad:
+                    record = True
+            else:
+                arrays.append(t)
+        data = cls.forward(backend, *arrays, **params)
+    if type(data) is not np.ndarray and (isinstance(data, np.generic) or not is_dask_array(data)):
+        # NOTE: hot path: ndarray first, then the numpy scalars that reductions
+        # return, and only then the dask probe.
+        data = np.asarray(data)
+    if not record or not _grad_enabled():
+        return Tensor._make(data, None)
+    node = cls.__new__(cls)
+    if unary:
+        fn = inputs[0].grad_fn  # the unary case above: a Tensor that requires grad
+        node.next_functions = (inputs[0] if fn is None else fn,)
+    else:
+        node.next_functions = tuple([edge_of(t) for t in inputs])
+    node.sequence_nr = next_sequence_nr()
+    node.released = False
+    out = Tensor._make(data, node)
+    saves = cls.schema.saves  # what to save is schema data, read here only
+    if saves is _OUTPUT:
+        node.saved = (data,)
+        # NOTE: hot path: version_check's ndarray case inlined (a new tensor is at version 0).
+        node._checks = ((out._version, 0),) if type(data) is np.ndarray else (version_check(out),)
+    elif saves is _INPUTS:
+        node.saved = inputs
+        node._checks = tuple([version_check(t) for t in inputs if type(t) is Tensor])
+    else:
+        node.saved = ()
+        node._checks = ()
+    node.save(inputs, out, backend, params)
+    return out
+
+
+
+class CastBackward(Node):
+    """A cast to another float dtype; the gradient is cast back."""
+
+    __slots__ = ("in_dtype",)
+    schema = OpSchema(name="cast")
+
+    in_dtype: np.dtype
+
+    @staticmethod
+    def forward(backend: Any, a: Any, *, dtype: np.dtype) -> Any:
+        return a.astype(dtype) if is_dask_array(a) else np.asarray(a).astype(dtype)
+
+    def save(
+        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
+    ) -> None:
+        self.in_dtype = inputs[0].dtype
+
+    def vjp(self, g: Any) -> tuple[Any, ...]:
+        if type(g) is Tensor:
+            return (cast(g, self.in_dtype),)
+        return (g.astype(self.in_dtype, copy=False),)
+
+
+@routes(method="astype")
+def cast(a: Tensor, dtype: Any) -> Tensor:
+    """A differentiable cast of ``a`` to float ``dtype``."""
+    dt = np.dtype(dtype)
+    if dt.kind != "f" and not _half.is_half(dt):
+        raise TypeError(f"cbrtgrad: dtype must be a float dtype, got {dt}")
+    if dt == a.dtype:
+        return a
+    return apply(CastBackward, (a,), dtype=dt)
