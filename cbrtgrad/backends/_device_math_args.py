@@ -24,6 +24,7 @@ KINDS = {
     TORCH: "a PyTorch CUDA tensor",
     NUMBA: "a numba device array (or __cuda_array_interface__ object)",
 }
+NAMES = {CUPY: "CuPy", TORCH: "PyTorch", NUMBA: "numba"}
 
 
 def describe(value: Any) -> str:
@@ -125,7 +126,8 @@ def check_array(value: Any, name: str, library: str) -> None:
     if found != library:
         raise TypeError(
             f"cbrtgrad: {name} is {KINDS[found]}, but this call computes on "
-            f"{KINDS[library]}s; one call takes one library's arrays"
+            f"{NAMES[library]} arrays; one call takes one library's arrays (copy between "
+            "libraries explicitly)"
         )
     dtype = device_dtype(value)
     if dtype not in FLOATS:

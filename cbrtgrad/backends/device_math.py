@@ -25,9 +25,11 @@ Exactness, against numpy on the same inputs:
   and ``broadcast_to`` give numpy's bits (IEEE operations, each rounded
   once, subnormals kept; no multiply is fused with an add), except the
   payload and sign of a nan result, which are the device's.
-* ``power`` uses the device's ``pow`` (CUDA's ``powf``/``pow``, within 1 ulp
-  or 2 ulp of the exact power), which may differ from numpy's in the last
-  bit.
+* ``power`` gives numpy's bits for the exponents numpy's float32 and
+  float64 loops compute without ``pow`` (2, 0.5, -1 and 1: a square, a
+  square root, a reciprocal, the value); for others it is the device's
+  ``pow`` (CUDA's ``powf``/``pow``, within 2 ulp of the exact power), which
+  may differ from numpy's in the last bit.
 * ``sum`` and ``mean`` accumulate float32 and float64 data in float64 and
   float16 data in float32, rounded once to the data's dtype (``mean`` then
   divides by the count in that dtype, or in float32 for float16, as
@@ -237,9 +239,12 @@ class DeviceMath(Hooks):
     def power(self, a: Any, p: Any) -> Any:
         """``a ** p`` for a real scalar ``p``, with the device's ``pow``.
 
-        NOTE: CUDA's ``pow``/``powf`` and numpy's ``np.power`` may differ in
-        the last bit (neither is correctly rounded); float16 is computed in
-        float32 and rounded once, as numpy's half loop does.
+        NOTE: for ``p`` other than 2, 0.5, -1 and 1 (which numpy's float32
+        and float64 loops compute as ``x * x``, ``sqrt(x)``, ``1 / x`` and
+        ``x``, and so does this), CUDA's ``pow``/``powf`` and numpy's may
+        differ in the last bit (neither is correctly rounded). float16 is
+        computed with ``powf`` in float32 and rounded once, as numpy's half
+        loop does.
 
         Examples
         --------

@@ -112,6 +112,7 @@ def _arithmetic(compute: str) -> dict[str, Any]:
             "multiply": operator.mul,
             "divide": operator.truediv,
             "power": operator.pow,  # numpy's scalar power (numpy's powf for float32)
+            "sqrt": np.sqrt,
         }
         ops = {name: _quiet(op) for name, op in ops.items()}
     else:
@@ -124,6 +125,7 @@ def _arithmetic(compute: str) -> dict[str, Any]:
                 "multiply": libdevice.fmul_rn,
                 "divide": libdevice.fdiv_rn,
                 "power": libdevice.powf,
+                "sqrt": libdevice.fsqrt_rn,
             }
         else:
 
@@ -138,13 +140,16 @@ def _arithmetic(compute: str) -> dict[str, Any]:
                 "multiply": libdevice.dmul_rn,
                 "divide": libdevice.ddiv_rn,
                 "power": libdevice.pow,
+                "sqrt": libdevice.dsqrt_rn,
             }
     ops["negative"] = cuda.jit(device=True)(_negate)
     return ops
 
 
 def _caster(dtype: np.dtype) -> Any:
-    return {"float16": np.float16, "float32": np.float32, "float64": np.float64}[dtype.name]
+    cast = {"float16": np.float16, "float32": np.float32, "float64": np.float64}[dtype.name]
+    # The simulator's conversions warn on overflow to inf; a GPU's do not.
+    return _quiet(cast) if simulating() else cast
 
 
 @lru_cache(maxsize=1)
@@ -219,7 +224,25 @@ def unary(op: str, out: np.dtype) -> Any:
             return negate(x)
 
     else:
-        apply = ops["power"]
+        power, multiply, divide, sqrt = (ops[k] for k in ("power", "multiply", "divide", "sqrt"))
+        # numpy's float32 and float64 power loops square, take the square
+        # root, the reciprocal or the value itself for these exponents (so
+        # (-inf) ** 0.5 is nan and (-0.0) ** 0.5 is -0.0, where C's pow gives
+        # inf and 0.0); its float16 loop calls powf for every exponent.
+        fast = bool(out != np.float16)
+
+        @cuda.jit(device=True)
+        def apply(x, p):  # type: ignore[no-untyped-def]
+            if fast:
+                if p == 2.0:
+                    return multiply(x, x)
+                if p == 0.5:
+                    return sqrt(x)
+                if p == -1.0:
+                    return divide(cast(1.0), x)
+                if p == 1.0:
+                    return x
+            return power(x, p)
 
     def kernel(a, p, result, n, shape, a_strides):  # type: ignore[no-untyped-def]
         i = np.int64(cuda.grid(1))
