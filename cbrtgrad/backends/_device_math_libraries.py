@@ -8,8 +8,10 @@ library: :mod:`cbrtgrad.backends.device_math` finds the result dtype with
 to the compute dtype (float32 for float16 results, computed there and
 rounded once) and the library computes in that one dtype. PyTorch gets its
 scalars as 0-d tensors on the device: with a Python number, PyTorch's CUDA
-division multiplies by the reciprocal (not IEEE division) and its float16
-arithmetic uses the scalar unrounded.
+division multiplies by the reciprocal (not IEEE division), its float16
+arithmetic uses the scalar unrounded, and its ``pow`` takes shortcuts numpy
+does not (``rsqrt`` for -0.5). numpy's own shortcuts for ``power`` (a square
+for 2, a square root for 0.5, a reciprocal for -1) are taken explicitly.
 
 A float64 to float16 conversion goes through float32 rounded to odd (see
 :meth:`_LibraryMath._to_half`): both libraries' converters may go through
@@ -82,9 +84,23 @@ class _LibraryMath(DeviceMath):
         compute = compute_dtype(dtype)
         a = self._convert_exact(a, compute)
         if op == "negative":
-            return self._convert(self._apply("negative", a, None, compute), dtype)
-        exponent = self._scalar(compute.type(p), a)
-        return self._convert(self._apply("power", a, exponent, compute), dtype)
+            result = self._apply("negative", a, None, compute)
+        elif dtype != _F16 and p in (2.0, 0.5, -1.0, 1.0):
+            # numpy's float32 and float64 power loops compute these without
+            # pow (as the numba kernels do); the libraries' own fast paths
+            # differ (PyTorch's rsqrt for -0.5, x * x * x for 3).
+            if p == 2.0:
+                result = self._apply("multiply", a, a, compute)
+            elif p == 0.5:
+                result = self._apply("sqrt", a, None, compute)
+            elif p == -1.0:
+                result = self._apply("divide", self._scalar(compute.type(1.0), a), a, compute)
+            else:
+                result = self._contiguous_copy(a, tuple(a.shape))
+        else:
+            exponent = self._scalar(compute.type(p), a)
+            result = self._apply("power", a, exponent, compute)
+        return self._convert(result, dtype)
 
     def _cast(self, a: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
         copied = self._contiguous_copy(a, shape)
@@ -145,8 +161,8 @@ class CupyMath(_LibraryMath):
     def _apply(self, op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
         cp = self._xp()
         with (b if isinstance(a, np.generic) else a).device:
-            if op == "negative":
-                return cp.negative(a)
+            if op in ("negative", "sqrt"):
+                return getattr(cp, op)(a)
             ufunc = {"divide": cp.true_divide}.get(op) or getattr(cp, op)
             return ufunc(a, b, dtype=dtype)  # the one loop of dtype
 
@@ -226,8 +242,8 @@ class TorchMath(_LibraryMath):
 
     def _apply(self, op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
         torch = self._xp()
-        if op == "negative":
-            return torch.neg(a)
+        if op in ("negative", "sqrt"):
+            return torch.neg(a) if op == "negative" else torch.sqrt(a)
         function = {
             "add": torch.add,
             "subtract": torch.sub,

@@ -336,7 +336,10 @@ class DeviceMath(Hooks):
     def mean(self, a: Any, axis: Any = None, keepdims: bool = False) -> Any:
         """The mean over ``axis``: :meth:`sum` divided by the count (nan for none).
 
-        float16 is summed and divided in float32, then rounded once.
+        As numpy's ``mean`` (and the engine's host code): the sum, rounded to
+        ``a``'s dtype (float32 for float16), is divided by the count in
+        float64 and the quotient rounded back to that dtype (then, for
+        float16, to float16). The quotient is numpy's whenever the sum is.
 
         Examples
         --------
@@ -350,7 +353,10 @@ class DeviceMath(Hooks):
         dtype = device_dtype(a)
         wide = _F32 if dtype == np.float16 else dtype
         total, count = self._reduce(a, axis, keepdims, wide)
-        mean = self.divide(total, count)
+        # NOTE: numpy divides by the count as an np.intp: a float64 division
+        # (exact for every count below 2^53, where float32 would round it).
+        quotient = self.divide(total, np.float64(count))
+        mean = quotient if wide == quotient.dtype else self._cast(quotient, wide, quotient.shape)
         return mean if wide == dtype else self._cast(mean, dtype, tuple(mean.shape))
 
     def sum_to(self, a: Any, shape: Any) -> Any:

@@ -7,7 +7,10 @@ of numpy's, relative to the sum of the magnitudes (the order of the
 additions differs). With ``NUMBA_ENABLE_CUDASIM=0`` on a machine with a GPU
 the same tests check the real kernels.
 
-The CuPy and PyTorch paths need those libraries and a GPU: CI has neither.
+The CuPy and PyTorch paths need those libraries and a GPU: CI has neither;
+the logic they share (numpy's promotion and power shortcuts, the float64 to
+float16 cast through float32 rounded to odd) is checked with numpy standing
+in for them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ pytest.importorskip("numba_cuda", reason="numba-cuda is not installed")
 
 from numba import cuda  # noqa: E402
 
+from cbrtgrad.backends._device_math_libraries import _LibraryMath  # noqa: E402
 from cbrtgrad.backends.device_math import namespace  # noqa: E402
 from cbrtgrad.engine.node import reduce_to  # noqa: E402
 
@@ -391,3 +395,88 @@ def test_non_contiguous_arrays_are_a_value_error(xp):
     strided = dev(np.ones((2, 4), np.float32))[:, ::2]
     with pytest.raises(ValueError, match="a must be a C-contiguous device array"):
         xp.add(strided, 1.0)
+
+
+def test_mean_of_exact_sums_is_numpys_bits(xp):
+    # Small integers sum exactly in any order, so the quotient (a float64
+    # division by the count, rounded back, as numpy's mean) must be numpy's.
+    rng = np.random.default_rng(16)
+    for dtype in FLOATS:
+        a = rng.integers(-50, 50, (3, 7, 5)).astype(dtype)
+        for axis in (None, (1,), (0, 2)):
+            wide = np.float32 if dtype == np.float16 else dtype
+            want = np.asarray(np.mean(a, axis=axis, dtype=wide)).astype(dtype)
+            assert_bits(host(xp.mean(dev(a), axis)), want)
+
+
+# -- the CuPy/PyTorch code they share, on numpy arrays ---------------------------
+
+
+class _NumpyLibraryMath(_LibraryMath):
+    """_LibraryMath's shared logic with numpy standing in for CuPy or PyTorch."""
+
+    library = "numpy"
+
+    def _xp(self):
+        return np
+
+    def _device(self, value):
+        return None
+
+    def _dtype(self, a):
+        return a.dtype
+
+    def _convert(self, a, dtype):
+        with np.errstate(over="ignore"):
+            return a.astype(dtype, copy=False)
+
+    def _scalar(self, value, like):
+        return value
+
+    def _view(self, a, dtype):
+        return a.view(dtype)
+
+    def _convert_bool(self, a):
+        return a.astype(np.int32)
+
+    def _apply(self, op, a, b, dtype):
+        with np.errstate(all="ignore"):
+            if op in ("negative", "sqrt"):
+                return getattr(np, op)(a)
+            if op == "power":  # a library's pow, as C's: numpy's array loop has shortcuts
+                return np.array([x**b for x in a.ravel()], dtype).reshape(a.shape)
+            return getattr(np, op)(a, b, dtype=dtype)
+
+    def _contiguous_copy(self, a, shape):
+        return np.ascontiguousarray(np.broadcast_to(a, shape))
+
+    _sum = _reshape = _full = _all_finite = _to_host = _from_host = None
+
+
+def test_float64_to_float16_through_float32_rounded_to_odd():
+    # Through float32 rounded to nearest, 1 + 2^-11 + 2^-40 would round twice (to 1).
+    rng = np.random.default_rng(17)
+    ties = np.float16(rng.standard_normal(2000)).astype(np.float64)
+    half_ulp = np.spacing(np.float16(ties)).astype(np.float64) / 2
+    near = [ties + half_ulp, ties + half_ulp * (1 + 2.0**-30), ties + half_ulp * (1 - 2.0**-30)]
+    a = np.concatenate([*near, specials(np.float64), [1e300, -1e-300, 65520.0, 2.0**-25]])
+    a = np.concatenate([a, rng.standard_normal(2000) * 10.0 ** rng.integers(-9, 6, 2000)])
+    with np.errstate(all="ignore"):
+        want = a.astype(np.float16)
+    assert_bits(_NumpyLibraryMath()._cast(a, np.dtype(np.float16), a.shape), want)
+    with np.errstate(over="ignore"):
+        twice = a.astype(np.float32).astype(np.float16)
+    assert np.count_nonzero(twice != want) > 0  # the trap is in the sample
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_library_power_and_arithmetic_follow_numpy(dtype):
+    math_ = _NumpyLibraryMath()
+    a = np.concatenate([sample((40,), dtype, 18), specials(dtype)])
+    for p in (2.0, 0.5, -1.0, 1.0):
+        with np.errstate(all="ignore"):
+            want = np.power(a, p)
+        assert_bits(math_._map1("power", a, dtype(p), np.dtype(dtype)), want)
+    for op in ("add", "divide"):
+        got = math_._map2(op, a, dtype(0.1), np.dtype(dtype), a.shape)
+        assert_bits(got, numpy_op(op, a, dtype(0.1)))
