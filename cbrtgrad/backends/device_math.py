@@ -177,7 +177,7 @@ class DeviceMath(Hooks):
         >>> import numpy as np
         >>> from numba import cuda
         >>> x = cuda.to_device(np.array([1.0, 2.0], np.float16))
-        >>> namespace(x).to_host(namespace(x).add(x, 2**-11))  # rounded to float16 first
+        >>> namespace(x).to_host(namespace(x).add(x, 2**-11))  # 1 + 2**-11: a tie, to even
         array([1., 2.], dtype=float16)
         """
         return self._binary("add", a, b)
@@ -356,8 +356,9 @@ class DeviceMath(Hooks):
         # NOTE: numpy divides by the count as an np.intp: a float64 division
         # (exact for every count below 2^53, where float32 would round it).
         quotient = self.divide(total, np.float64(count))
-        mean = quotient if wide == quotient.dtype else self._cast(quotient, wide, quotient.shape)
-        return mean if wide == dtype else self._cast(mean, dtype, tuple(mean.shape))
+        shape = tuple(quotient.shape)
+        mean = quotient if wide == np.float64 else self._cast(quotient, wide, shape)
+        return mean if wide == dtype else self._cast(mean, dtype, shape)
 
     def sum_to(self, a: Any, shape: Any) -> Any:
         """Sum ``a`` (broadcast from ``shape``) back to ``shape``; ``a`` itself if it has it.

@@ -57,8 +57,8 @@ def launch_config(n: int) -> tuple[int, int]:
 
     Examples
     --------
-    >>> blocks, threads = launch_config(10)
-    >>> 1 <= blocks and blocks * threads >= min(10, blocks * threads)
+    >>> blocks, threads = launch_config(10)  # small: every item its own thread
+    >>> blocks * threads >= 10
     True
     """
     if simulating():
