@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 
 from .. import _dtypes, _half, api
-from .._array_kinds import is_dask_array
+from .._array_kinds import is_dask_array, is_device_array
 from ..backends import _registry
 from . import grad_mode
+from .device import DeviceArray, check_one_side, raw, wrap
 from .node import Node
 from .op_table import routes
 from .ops import _operand
@@ -34,8 +35,12 @@ _grad_enabled = grad_mode.grad_enabled
 
 def _gradient(backend: Any, g: Any, y: Any) -> Any:
     # The backends take host inputs already in the compute dtype (float32 or
-    # float64), which is decided here as the api decides it.
+    # float64), which is decided here as the api decides it; device arrays
+    # go to the backend as the library's own arrays, and come back wrapped.
+    g, y = raw(g), raw(y)
     compute = _dtypes.result_dtype(g, y, argument="g, y")
+    if is_device_array(y):
+        return wrap(backend.cube_root_grad(g, y, dtype=compute))
     if not (is_dask_array(g) or is_dask_array(y)):  # dask casts inside each chunk's task
         g, y = np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
     return backend.cube_root_grad(g, y, dtype=compute)
@@ -70,7 +75,11 @@ class CubeRootBackward(Node):
     @staticmethod
     def forward(backend: Any, x: Any, *, dtype: Any = None) -> Any:
         """``backend.cube_root`` in the compute dtype of ``x``."""
-        dt = x.dtype
+        if type(x) is np.ndarray:
+            dt = x.dtype
+        else:  # a device array goes to the backend as the library's own
+            dt = _dtypes.dtype_of(x)
+            x = raw(x)
         if dtype is None:
             if dt in _NATIVE:
                 # NOTE: hot path: a native dtype, no keyword (the backend's fast case).
@@ -153,7 +162,8 @@ class CubeRootBackward(Node):
             return (_record_grad(g, yt, self.backend),)
         # The fast kernel, from the saved output; the cube root is never re-run.
         dt = y.dtype
-        if g.dtype != dt or dt not in _NATIVE:  # NOTE: hot path: one native dtype, no call
+        if g.dtype != dt or dt not in _NATIVE or type(y) is DeviceArray:
+            # NOTE: hot path: one native dtype on the host, no call.
             return (_gradient(self.backend, g, y),)
         return (self.backend.cube_root_grad(g, y),)
 
@@ -185,7 +195,7 @@ class CubeRootGradBackward(Node):
     @staticmethod
     def forward(backend: Any, g: Any, y: Any) -> Any:
         """``backend.cube_root_grad`` (both inputs of one native dtype: see :func:`cbrt_grad`)."""
-        return backend.cube_root_grad(g, y)
+        return backend.cube_root_grad(raw(g), raw(y))
 
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
@@ -229,7 +239,7 @@ def cbrt(
         requested = _dtypes.requested_dtype(dtype)
         if requested != x.dtype:
             x = cast(x, requested)
-    chosen = _registry.resolve(backend, x._data)
+    chosen = _registry.resolve(backend, raw(x._data))
     if out is None and where is True:
         if _half.is_half(x.dtype) and CubeRootBackward.schema.amp_policy is AmpPolicy.FORCE_FP32:
             # The one dtype rule (cbrtgrad._dtypes): half precision is computed
@@ -246,9 +256,12 @@ def cbrt(
     where = api.check_where(where)
     compute = _dtypes.compute_dtype(x.dtype, "x")
     data = x._data if x.dtype == compute or is_dask_array(x._data) else x._data.astype(compute)
+    data = raw(data)
     if out is None:
         y = chosen.cube_root(data, where=where, dtype=compute)
-        return Tensor._make(y if type(y) is np.ndarray or is_dask_array(y) else np.asarray(y), None)
+        if not (type(y) is np.ndarray or is_dask_array(y)):
+            y = wrap(y) if is_device_array(y) else np.asarray(y)
+        return Tensor._make(y, None)
     if type(out) is not Tensor:
         raise TypeError(f"cbrtgrad: out must be a Tensor, got {type(out).__name__}")
     if type(out._data) is np.ndarray and _half.is_half(out.dtype):
@@ -256,9 +269,9 @@ def cbrt(
         api.cbrt(x._data, out=out._data, where=where, backend=backend)
         out._version.value += 1
         return out
-    api.check_out(out._data, (data,), compute, where)
-    (data,) = api.unaliased((data,), out._data)
-    chosen.cube_root(data, out=out._data, where=where, dtype=compute)
+    api.check_out(raw(out._data), (data,), compute, where)
+    (data,) = api.unaliased((data,), raw(out._data))
+    chosen.cube_root(data, out=raw(out._data), where=where, dtype=compute)
     out._version.value += 1
     return out
 
@@ -286,9 +299,9 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
 
 def _record_grad(g: Any, y: Any, backend: Any) -> Tensor:
     """Record :class:`CubeRootGradBackward` on ``backend``, in the api's compute dtype."""
-    compute = _dtypes.result_dtype(
-        g._data if type(g) is Tensor else g, y._data if type(y) is Tensor else y, argument="g, y"
-    )
+    data = (g._data if type(g) is Tensor else g, y._data if type(y) is Tensor else y)
+    check_one_side(data, "g, y")
+    compute = _dtypes.result_dtype(*data, argument="g, y")
     return apply(CubeRootGradBackward, (_in_dtype(g, compute), _in_dtype(y, compute)), backend)
 
 
@@ -296,7 +309,7 @@ def _in_dtype(value: Any, dtype: np.dtype) -> Any:
     """A Tensor cast (recorded) to ``dtype``, or a constant converted to it."""
     if type(value) is Tensor:
         return value if value.dtype == dtype else cast(value, dtype)
-    if is_dask_array(value):
+    if type(value) is DeviceArray or is_dask_array(value):
         return value.astype(dtype, copy=False)
     return np.asarray(value, dtype=dtype)
 

@@ -8,10 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from .._array_kinds import is_dask_array
+from .. import _dtypes
+from .._array_kinds import is_dask_array, is_device_array
 from . import grad_mode
+from .device import raw
 from .graph import grad_of
-from .tensor import Tensor, refuse_device_array
+from .tensor import Tensor
 
 
 def _integer(value: Any) -> bool:
@@ -40,11 +42,11 @@ def _prepare(arg: Any, index: int) -> tuple[Tensor, bool]:
         if arg._requires_grad and grad_mode.grad_enabled():
             return arg, True  # nested inside another transformation: keep the graph
         return Tensor(arg._data, requires_grad=True), False
-    refuse_device_array(arg, f"argument {index}")
-    array = arg if is_dask_array(arg) else np.asarray(arg)
-    if array.dtype.kind != "f":
+    array = arg if is_dask_array(arg) or is_device_array(arg) else np.asarray(arg)
+    dtype = _dtypes.dtype_of(array)
+    if dtype.kind != "f":
         raise TypeError(
-            f"cbrtgrad: grad needs float arguments; argument {index} has dtype {array.dtype} "
+            f"cbrtgrad: grad needs float arguments; argument {index} has dtype {dtype} "
             "(pass e.g. 8.0, not 8)"
         )
     return Tensor(array, requires_grad=True), False
@@ -86,12 +88,12 @@ def _value_and_grad(
         )
     by_index = dict(zip(tensors, grad_of(out, wrapped, create_graph=nested), strict=True))
     results = [by_index[n] if isinstance(args[n], Tensor) else _plain(by_index[n]) for n in nums]
-    value = out if nested else out._data
+    value = out if nested else raw(out._data)
     return value, results[0] if single else tuple(results)
 
 
 def _plain(g: Any) -> Any:
-    return g._data if isinstance(g, Tensor) else g
+    return raw(g._data) if isinstance(g, Tensor) else g
 
 
 def grad(f: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from . import grad_mode
+from .device import DeviceArray, raw, wrap
 from .graph import grad_of
-from .tensor import Tensor, refuse_device_array
+from .tensor import Tensor
 
 _F64 = np.dtype(np.float64)
 
@@ -35,15 +36,31 @@ def _as_inputs(inputs: Any) -> list[Tensor]:
     items = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
     tensors = []
     for i, item in enumerate(items):
-        refuse_device_array(item, f"gradcheck input {i}")
-        array = item._data if isinstance(item, Tensor) else np.asarray(item)
+        array = item._data if isinstance(item, Tensor) else wrap(item)
+        if type(array) is not DeviceArray:
+            array = np.asarray(array)
         if array.dtype != _F64:
             raise TypeError(
                 f"cbrtgrad: gradcheck input {i} has dtype {array.dtype}; expected float64 "
                 "(finite differences with eps=1e-6 need double precision)"
             )
-        tensors.append(Tensor(np.array(array, copy=True), requires_grad=True))
+        # A copy of each input, on its side: device inputs are checked on the device.
+        copy = array.copy() if type(array) is DeviceArray else np.array(array, copy=True)
+        tensors.append(Tensor(copy, requires_grad=True))
     return tensors
+
+
+def _host(value: Any) -> np.ndarray:
+    """Values in float64 on the host, for the Jacobians (gradcheck's explicit copy)."""
+    value = wrap(value)
+    return value.to_host().astype(_F64) if type(value) is DeviceArray else np.array(value, _F64)
+
+
+def _on_side_of(values: np.ndarray, like: Any) -> Any:
+    """Host ``values`` as ``like`` holds its data: on the device when it is a DeviceArray."""
+    if type(like) is DeviceArray:
+        return DeviceArray(like.xp.from_host(np.ascontiguousarray(values), like.raw), like.xp)
+    return values
 
 
 def _outputs(f: Callable[..., Any], args: list[Any]) -> list[Tensor]:
@@ -124,22 +141,27 @@ def gradcheck(
         for j in range(out.size):
             seed = np.zeros(out.shape, _F64 if out.dtype.kind != "f" else out.dtype)
             seed.reshape(-1)[j] = 1.0
-            grads = grad_of(out, xs, seed, retain_graph=True)
-            rows[j] = np.concatenate([np.asarray(g, _F64).reshape(-1) for g in grads])
+            grads = grad_of(out, xs, raw(_on_side_of(seed, out._data)), retain_graph=True)
+            rows[j] = np.concatenate([_host(g).reshape(-1) for g in grads])
         analytic.append((k, rows))
     # Numerical Jacobian, one column per input element.
     offset = 0
     for i, x in enumerate(xs):
-        flat = x._data.reshape(-1)
+        on_device = type(x._data) is DeviceArray
+        flat = _host(x._data).reshape(-1) if on_device else x._data.reshape(-1)
         for m in range(x.size):
             original = flat[m]
-            flat[m] = original + eps
-            with grad_mode.no_grad():
-                plus = [np.array(o._data, _F64) for o in _outputs(f, list(xs))]
-            flat[m] = original - eps
-            with grad_mode.no_grad():
-                minus = [np.array(o._data, _F64) for o in _outputs(f, list(xs))]
+            values = []
+            for step in (eps, -eps):
+                flat[m] = original + step
+                if on_device:  # the perturbed point, copied to the device
+                    x._data = _on_side_of(flat.reshape(x.shape), x._data)
+                with grad_mode.no_grad():
+                    values.append([_host(o._data) for o in _outputs(f, list(xs))])
+            plus, minus = values
             flat[m] = original
+            if on_device:
+                x._data = _on_side_of(flat.reshape(x.shape), x._data)
             for (k, rows), p, q in zip(analytic, plus, minus, strict=True):
                 numeric = (p - q).reshape(-1) / (2 * eps)
                 got = rows[:, offset + m]
@@ -204,11 +226,9 @@ def gradgradcheck(
         outs = _outputs(f, list(xs))
     if grad_outputs is None:
         rng = np.random.default_rng(seed)
-        gos = [rng.standard_normal(o.shape) for o in outs]
+        gos = [raw(_on_side_of(rng.standard_normal(o.shape), o._data)) for o in outs]
     else:
-        gos = [
-            t._data if isinstance(t, Tensor) else np.asarray(t) for t in _as_inputs(grad_outputs)
-        ]
+        gos = [raw(t._data) for t in _as_inputs(grad_outputs)]
         if len(gos) != len(outs):
             raise ValueError(
                 f"cbrtgrad: gradgradcheck got {len(gos)} grad_outputs for {len(outs)} outputs of f"
@@ -216,7 +236,7 @@ def gradgradcheck(
 
     def vjp(*args: Tensor) -> tuple[Tensor, ...]:
         points, upstream = list(args[:n]), list(args[n:])
-        results = [Tensor._make(np.zeros(p.shape), None) for p in points]
+        results = [Tensor._make(_on_side_of(np.zeros(p.shape), p._data), None) for p in points]
         # Also when gradcheck evaluates this under no_grad for its finite
         # differences: the vjp is a backward, which needs the forward graph.
         with grad_mode.enable_grad():
@@ -227,7 +247,7 @@ def gradgradcheck(
 
     return gradcheck(
         vjp,
-        (*[x._data for x in xs], *gos),
+        (*[raw(x._data) for x in xs], *gos),
         eps=eps,
         atol=atol,
         rtol=rtol,

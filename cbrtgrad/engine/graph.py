@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .._array_kinds import is_dask_array
+from .._array_kinds import is_dask_array, is_device_array
 from . import grad_mode
+from .device import DeviceArray, raw, wrap
 from .node import Node
 from .op_table import routes
 from .recording import edge_of
@@ -35,6 +36,8 @@ def _all_finite(value: Any) -> bool:
     array = value._data if isinstance(value, Tensor) else value
     if isinstance(array, (np.ndarray, np.generic)) and array.dtype.kind in "fc":
         return bool(np.isfinite(array).all())
+    if type(array) is DeviceArray:
+        return array.all_finite()  # one flag copied (anomaly mode only)
     return True
 
 
@@ -44,7 +47,8 @@ def _check_anomaly(node: Node, g: Any, grads: tuple[Any, ...]) -> None:
     for i, gi in enumerate(grads):
         if gi is None or _all_finite(gi):
             continue
-        array = np.asarray(gi._data if isinstance(gi, Tensor) else gi)
+        array = gi._data if isinstance(gi, Tensor) else gi
+        array = array.to_host() if type(array) is DeviceArray else np.asarray(array)
         index = tuple(int(k) for k in np.argwhere(~np.isfinite(array))[0])
         raise FloatingPointError(
             f"cbrtgrad: {type(node).__name__} returned a non-finite gradient ({array[index]}) "
@@ -155,12 +159,25 @@ def _seed(root: Tensor, gradient: Any, create_graph: bool) -> Any:
                 f"cbrtgrad: backward() without gradient= needs a tensor of one element; this "
                 f"one has shape {data.shape}: pass gradient= (an array of that shape)"
             )
-        seed: Any = np.array(1, data.dtype)  # NOTE: hot path: cheaper than np.ones
-        if data.ndim:
-            seed = seed.reshape(data.shape)
+        if type(data) is DeviceArray:
+            seed: Any = data.full_like(1.0)
+        else:
+            seed = np.array(1, data.dtype)  # NOTE: hot path: cheaper than np.ones
+            if data.ndim:
+                seed = seed.reshape(data.shape)
     else:
         lazy = isinstance(gradient, Tensor) or is_dask_array(gradient)
-        seed = gradient if lazy else np.asarray(gradient)
+        seed = gradient if lazy else wrap(gradient)
+        if type(seed) is not DeviceArray and not lazy:
+            seed = np.asarray(seed)
+        seed_data = seed._data if isinstance(seed, Tensor) else seed
+        if (type(seed_data) is DeviceArray) != (type(data) is DeviceArray):
+            sides = ("the tensor", "gradient")
+            on_device, on_host = sides if type(data) is DeviceArray else sides[::-1]
+            raise TypeError(
+                f"cbrtgrad: {on_device} is on the device and {on_host} on the host: pass a "
+                "gradient on the tensor's side"
+            )
         if seed.dtype.kind != "f":
             raise TypeError(f"cbrtgrad: gradient must have a float dtype, got {seed.dtype}")
         if seed.shape != data.shape:
@@ -189,6 +206,14 @@ def _as_grad(g: Any, t: Tensor, fresh: bool) -> Any:
     data = t._data
     if isinstance(g, Tensor):
         return g if g.dtype == data.dtype else g.astype(data.dtype)
+    if type(g) is DeviceArray:
+        if g.shape != data.shape:
+            return g.broadcast_to(data.shape).astype(data.dtype, copy=False).raw
+        if g.dtype != data.dtype:
+            return g.astype(data.dtype).raw
+        # The library's array for .grad; a copy unless fresh (it may be the
+        # user's gradient, or shared with another leaf).
+        return (g if fresh else g.copy()).raw
     lazy = type(g) is not np.ndarray and is_dask_array(g)
     if not lazy:
         g = np.asarray(g)
@@ -221,13 +246,16 @@ def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_grap
     try:
         assigned: set[int] = set()
         for leaf, g in leaves.items():
-            g = _as_grad(g, leaf, g is not gradient and id(g) not in assigned)
+            g = _as_grad(g, leaf, raw(g) is not raw(gradient) and id(g) not in assigned)
             assigned.add(id(g))
             prev = leaf.grad
             if prev is None:
                 leaf.grad = g
             elif isinstance(g, Tensor):
                 leaf.grad = (prev if isinstance(prev, Tensor) else Tensor(prev)) + g
+            elif is_device_array(g):  # the library's arrays, added on the device
+                before = raw(prev._data if isinstance(prev, Tensor) else prev)
+                leaf.grad = raw(wrap(before) + wrap(g))
             else:
                 leaf.grad = (prev._data if isinstance(prev, Tensor) else prev) + g
     finally:
@@ -258,12 +286,15 @@ def grad_of(
     for t in inputs:
         g = leaves.get(t if t.grad_fn is None else t.grad_fn)
         if g is not None:
-            result.append(_as_grad(g, t, g is not grad_output))
+            result.append(_as_grad(g, t, raw(g) is not raw(grad_output)))
             continue
         if is_dask_array(t._data):
             import dask.array as da
 
             zeros = da.zeros_like(t._data)
+        elif type(t._data) is DeviceArray:
+            zeros = t._data.full_like(0.0)
+            zeros = zeros if create_graph else zeros.raw
         else:
             zeros = np.zeros(t.shape, t.dtype)
         result.append(Tensor._make(zeros, None) if create_graph else zeros)

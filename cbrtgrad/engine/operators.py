@@ -7,6 +7,7 @@ function that the op table (op_table.py) holds for its numpy ufunc, so that
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Self
 
 import numpy as np
@@ -22,6 +23,7 @@ class Operators:
     __slots__ = ()
 
     _data: Any
+    numpy: Callable[[], np.ndarray]
 
     def _inplace(self, op: Any, other: Any) -> Self:
         raise NotImplementedError  # Tensor's: it rebinds the data and the node
@@ -34,7 +36,7 @@ class Operators:
                 f"cbrtgrad: the truth value of a Tensor of {self._data.size} elements is "
                 "ambiguous; use .numpy().any() or .numpy().all()"
             )
-        return bool(np.asarray(self._data).reshape(()))
+        return bool(self.numpy().reshape(()))
 
     # Comparisons are element-wise, as numpy's, and give a plain bool ndarray
     # (not differentiable). A Tensor stays hashable by identity, as the

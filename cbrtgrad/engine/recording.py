@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from .. import _half
-from .._array_kinds import is_dask_array
+from .._array_kinds import is_dask_array, is_device_array
 from . import grad_mode
+from .device import DeviceArray
 from .node import Node, next_sequence_nr
 from .op_table import routes
 from .schema import AmpPolicy, OpSchema, Saves
@@ -28,6 +29,7 @@ _INPUTS = Saves.INPUTS
 
 _grad_enabled = grad_mode.grad_enabled
 _autocast_enabled = grad_mode.autocast_enabled
+
 
 def autocast_inputs(schema: OpSchema, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     """Apply the op's AMP policy to its inputs: the one place autocast acts.
@@ -80,10 +82,14 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
             else:
                 arrays.append(t)
         data = cls.forward(backend, *arrays, **params)
-    if type(data) is not np.ndarray and (isinstance(data, np.generic) or not is_dask_array(data)):
+    if type(data) is not np.ndarray and type(data) is not DeviceArray:
         # NOTE: hot path: ndarray first, then the numpy scalars that reductions
-        # return, and only then the dask probe.
-        data = np.asarray(data)
+        # return, and only then the dask and device probes (a backend's
+        # result on the device comes back as the library's array).
+        if isinstance(data, np.generic) or not (is_dask_array(data) or is_device_array(data)):
+            data = np.asarray(data)
+        elif is_device_array(data):
+            data = DeviceArray(data)
     if not record or not _grad_enabled():
         return Tensor._make(data, None)
     node = cls.__new__(cls)
@@ -110,7 +116,6 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
     return out
 
 
-
 class CastBackward(Node):
     """A cast to another float dtype; the gradient is cast back."""
 
@@ -121,7 +126,9 @@ class CastBackward(Node):
 
     @staticmethod
     def forward(backend: Any, a: Any, *, dtype: np.dtype) -> Any:
-        return a.astype(dtype) if is_dask_array(a) else np.asarray(a).astype(dtype)
+        if type(a) is DeviceArray or is_dask_array(a):
+            return a.astype(dtype)
+        return np.asarray(a).astype(dtype)
 
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]

@@ -18,6 +18,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from .. import _half
 from .._array_kinds import is_dask_array
 from ..backends import _registry
+from .device import DeviceArray
 from .node import Node
 from .op_table import routes
 from .recording import apply, cast
@@ -55,6 +56,8 @@ class SumBackward(Node):
 
     @staticmethod
     def forward(backend: Any, a: Any, *, axis: Any, keepdims: Any) -> Any:
+        if type(a) is DeviceArray:
+            return a.sum(axis, keepdims=keepdims)  # float16 accumulates in float32 there too
         if type(a) is not np.ndarray and is_dask_array(a):
             return a.sum(axis=axis, keepdims=keepdims)  # dask has no ufunc.reduce
         # A backend may bring its own sum (the parallel one: large float32
@@ -101,6 +104,8 @@ class MeanBackward(SumBackward):
 
     @staticmethod
     def forward(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
+        if type(a) is DeviceArray:
+            return a.mean(axis, keepdims=keepdims)  # float16 accumulates in float32 there too
         if a.dtype.itemsize == 2 and _half.is_half(a.dtype):
             # NOTE: half precision accumulates in float32 (numpy does for
             # float16, not for bfloat16), rounded once at the end.
@@ -158,6 +163,8 @@ class BroadcastToBackward(ReshapeBackward):
 
     @staticmethod
     def forward(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
+        if type(a) is DeviceArray:
+            return a.broadcast_to(shape)
         return np.broadcast_to(a, shape)
 
     def vjp(self, g: Any) -> tuple[Any, ...]:
@@ -274,6 +281,8 @@ def expand(g: Any, shape: tuple[int, ...], chunks: Any = None) -> Any:
         return g
     if isinstance(g, Tensor):
         return broadcast_to(g, shape)
+    if type(g) is DeviceArray:
+        return g.broadcast_to(shape)
     if chunks is not None or (type(g) is not np.ndarray and is_dask_array(g)):
         import dask.array as da
 

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import _dtypes
-from .._array_kinds import is_dask_array, is_device_array
+from .._array_kinds import device_dtype, is_dask_array, is_device_array
 from . import grad_mode
+from .device import DeviceArray
 from .op_table import API_OPS, METHODS, UFUNC_OPS
 from .operators import Operators
 from .versions import DataView, Version
@@ -26,30 +27,24 @@ _METHOD = METHODS
 _new = object.__new__
 
 
-def host_data(value: Any, name: str) -> Any:
-    """``value`` as a Tensor's data: an ndarray (no copy when it is one) or a dask array.
+def tensor_data(value: Any, name: str) -> Any:
+    """``value`` as a Tensor's data: an ndarray (no copy when it is one), a dask array,
+    or a device array (CuPy, PyTorch CUDA, numba: held as a :class:`DeviceArray`).
 
-    A device array (CUDA array interface, or numba's simulator) is a
-    ``TypeError``: ``np.asarray`` would copy it to the host without a word.
+    A float, integer or bool dtype; anything else is a ``TypeError`` naming ``name``.
     """
     if type(value) is not np.ndarray:
         if is_dask_array(value):
             _dtypes.compute_dtype(value.dtype, name)
             return value
-        refuse_device_array(value, name)
+        if type(value) is DeviceArray:
+            return value
+        if is_device_array(value):
+            _dtypes.compute_dtype(device_dtype(value), name)
+            return DeviceArray(value)
         value = np.asarray(value)
     _dtypes.compute_dtype(value.dtype, name)
     return value
-
-
-def refuse_device_array(value: Any, name: str) -> None:
-    """Raise ``TypeError`` for a device array (the engine would copy it to the host)."""
-    if is_device_array(value):
-        raise TypeError(
-            f"cbrtgrad: {name} is a device array ({type(value).__name__}); a Tensor holds "
-            "host data (a numpy or dask array) and will not copy it to the host silently: "
-            "copy it explicitly first (e.g. .copy_to_host())"
-        )
 
 
 class Tensor(Operators):
@@ -114,7 +109,7 @@ class Tensor(Operators):
     __array_priority__ = 1000
 
     def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
-        self._data = data._data if isinstance(data, Tensor) else host_data(data, "data")
+        self._data = data._data if isinstance(data, Tensor) else tensor_data(data, "data")
         self.grad = None
         self.grad_fn = None
         self._version = Version()
@@ -140,9 +135,12 @@ class Tensor(Operators):
 
         For dask data: the (lazy) dask array itself.
         """
-        if is_dask_array(self._data):
-            return self._data
-        view = self._data.view(DataView)
+        data = self._data
+        if type(data) is DeviceArray:
+            return data.raw  # the library's own array: its writes are not counted
+        if is_dask_array(data):
+            return data
+        view = data.view(DataView)
         view._version = self._version
         view._owner = self._data
         view.flags.writeable = False  # see DataView: only the writes it counts
@@ -152,7 +150,7 @@ class Tensor(Operators):
     def data(self, value: Any) -> None:
         if isinstance(value, DataView) and value._version is self._version:
             return  # ``t.data += 1`` wrote in place and already bumped the version
-        self._data = host_data(value, "data")
+        self._data = tensor_data(value, "data")
         self._version.value += 1
 
     @property
@@ -215,22 +213,25 @@ class Tensor(Operators):
 
         Dask data is computed (``.data`` keeps it lazy).
         """
-        if is_dask_array(self._data):
-            view = np.asarray(self._data)
+        data = self._data
+        if type(data) is DeviceArray or is_dask_array(data):
+            view = data.to_host() if type(data) is DeviceArray else np.asarray(data)
             view.flags.writeable = False
             return view
-        view = self._data.view()
+        view = data.view()
         view.flags.writeable = False
         return view
 
     def item(self) -> Any:
         """The single value as a Python scalar (dask data is computed)."""
-        return np.asarray(self._data).item()
+        return self.numpy().item()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         # Never a writable alias (a write through it would bypass the version
         # counter): a read-only view, or a new array when a copy or another
         # dtype is asked for.
+        if type(self._data) is DeviceArray:
+            self._data.__array__()  # a TypeError: no implicit copy to the host
         if copy:
             return np.array(self._data, dtype=dtype, copy=True)
         if dtype is None or np.dtype(dtype) == self._data.dtype:
@@ -246,6 +247,9 @@ class Tensor(Operators):
         # A dask array is shown as dask shows it: printing must not compute it.
         if is_dask_array(self._data):
             body = repr(self._data)
+        elif type(self._data) is DeviceArray:
+            raw = self._data.raw  # printing must not copy it to the host
+            body = f"<{type(raw).__module__.split('.')[0]} device array of shape {self.shape}>"
         else:
             body = np.array2string(self._data, separator=", ", prefix="Tensor(")
         extra = ""
@@ -267,7 +271,11 @@ class Tensor(Operators):
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle a leaf: its values, ``requires_grad`` and ``.grad`` (never a graph)."""
         self._leaf_only("pickling")
-        data = self._data if is_dask_array(self._data) else np.asarray(self._data)
+        data = self._data
+        if type(data) is DeviceArray:
+            data = data.raw  # pickled by its library (CuPy's and PyTorch's can be)
+        elif not is_dask_array(data):
+            data = np.asarray(data)
         return (_restore, (data, self._requires_grad, self.grad))
 
     def __copy__(self) -> Tensor:
@@ -276,10 +284,16 @@ class Tensor(Operators):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
         self._leaf_only("copying")
-        data = self._data if is_dask_array(self._data) else np.array(self._data, copy=True)
+        data = self._data
+        if type(data) is DeviceArray:
+            data = data.copy().raw
+        elif not is_dask_array(data):
+            data = np.array(data, copy=True)
         grad = self.grad
         if isinstance(grad, np.ndarray):
             grad = grad.copy()
+        elif grad is not None and is_device_array(grad):
+            grad = DeviceArray(grad).copy().raw
         return _restore(data, self._requires_grad, grad)
 
     # -- interoperability ---------------------------------------------------
@@ -310,7 +324,21 @@ class Tensor(Operators):
             raise ValueError(
                 f"cbrtgrad: in-place result has shape {new.shape}; expected {self.shape}"
             )
-        if is_dask_array(self._data) or is_dask_array(new._data):
+        if type(self._data) is DeviceArray or type(new._data) is DeviceArray:
+            # Device data is rebound too (no copy into the old buffer, whose
+            # other users the engine does not know); the version bump guards
+            # the saved values.
+            if type(self._data) is not type(new._data):
+                raise TypeError(
+                    "cbrtgrad: an in-place op cannot move a Tensor between host and device"
+                )
+            if not np.can_cast(new.dtype, self.dtype, "same_kind"):
+                raise TypeError(
+                    f"cbrtgrad: cannot cast the in-place result of dtype {new.dtype} to "
+                    f"{self.dtype} (casting rule 'same_kind')"
+                )
+            self._data = new._data.astype(self.dtype, copy=False)
+        elif is_dask_array(self._data) or is_dask_array(new._data):
             # A dask graph is never written to: the tensor is rebound to the
             # new lazy values (cast as copyto would), and the version bump
             # makes a backward through the old saved values fail loudly.
