@@ -172,7 +172,7 @@ class CubeRootGradBackward(Node):
     """The ``cube_root_grad`` op: ``dx = g / (3 y^2)``, correctly rounded, from ``g`` and ``y``.
 
     What ``cbrtgrad.cbrt_grad(g, y)`` records on Tensors, and what the
-    backward of :class:`CubeRootBackward` records under
+    backward of :class:`~cbrtgrad.CubeRootBackward` records under
     ``create_graph=True``: the value is the backend's kernel (the bits of
     the plain backward), and its own vjp makes second derivatives:
     ``d/dg = 1 / (3 y^2)`` (this op again) and ``d/dy = -2 g / (3 y^3)``.
