@@ -7,6 +7,7 @@ import doctest
 import importlib
 import importlib.util
 import inspect
+import json
 import re
 import subprocess
 import sys
@@ -240,3 +241,43 @@ def test_documented_accuracy_is_the_verification_bars():
     if both_correctly_rounded:
         assert f32.forward_max_ulp == f64.forward_max_ulp == 0.5
         assert "float32 and float64 forward correctly rounded (0.5 ulp)" in paragraph
+
+
+def test_generated_tables_are_the_files_figures(tmp_path):
+    # The lead tables (docs/_ext/generated_tables.py) print each bench and
+    # verify figure as its file has it, compute the GPU ratios from the JSON's
+    # microseconds, and refuse a file of another layout by name.
+    pytest.importorskip("sphinx")
+    from sphinx.errors import ExtensionError
+
+    spec = importlib.util.spec_from_file_location(
+        "generated_tables", DOCS / "_ext" / "generated_tables.py"
+    )
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    generated = DOCS / "generated"
+    bench = (generated / "bench_table.txt").read_text(encoding="utf-8").splitlines()
+    machine, ratios = tables.bench_ratios(generated / "bench_table.txt")
+    assert f"CPU: {machine}" == bench[0]
+    rows = [line.split() for line in bench[3:] if line.strip()]
+    assert rows and sum(len(cells) for cells in ratios.values()) == len(rows)
+    for row in rows:
+        assert row[-1] in ratios[(row[0], f"`{' '.join(row[5:-2])}`")].values()
+    device, gpu = tables.gpu_ratios(generated / "gpu_check_h200.json")
+    assert "H200" in device
+    times = {
+        (row["dtype"], row["kernel"]): row["us"]
+        for row in json.loads((generated / "gpu_check_h200.json").read_text())["throughput"]
+    }
+    cupy = times[("float64", "cupy.cbrt (libdevice)")]
+    assert gpu[("cbrt", "`cupy.cbrt (libdevice)`")]["float64"] == (
+        f"{cupy / times[('float64', 'cbrtgrad forward, out=')]:.2f}"
+    )
+    bad = tmp_path / "bench.txt"
+    bad.write_text("CPU: somewhere\nno table here\n", encoding="utf-8")
+    with pytest.raises(ExtensionError, match="bench.txt"):
+        tables.bench_ratios(bad)
+    with pytest.raises(ExtensionError, match="bench.txt"):
+        tables.peer_ratios(bad)
+    with pytest.raises(ExtensionError, match="bench.txt"):
+        tables.gpu_ratios(bad)

@@ -114,11 +114,11 @@ def gpu_ratios(path: Path) -> tuple[str, dict[tuple[str, str], dict[str, str]]]:
     written, over ``cupy.copyto``'s). Against a peer: the peer's microseconds over the
     forward's. Returns the device and ``{(kernel, against): {dtype: ratio}}``.
     """
-    data = json.loads(path.read_text(encoding="utf-8"))
     try:
+        data = json.loads(path.read_text(encoding="utf-8"))
         device, throughput = data["device"], data["throughput"]
         times = {(row["dtype"], row["kernel"]): row for row in throughput}
-    except (KeyError, TypeError) as error:
+    except (ValueError, KeyError, TypeError) as error:
         raise ExtensionError(f"{path}: not a gpu_check JSON file ({error})") from None
     ours = {
         "cbrt": "cbrtgrad forward, out=",
@@ -181,6 +181,7 @@ class _TableDirective(SphinxDirective, abc.ABC):
         return [container]
 
     def sources(self) -> str:
+        """The argument files as the repository names them (the pages are in docs/)."""
         return ", ".join(f"`docs/{Path(a).as_posix()}`" for a in self.arguments)
 
 
