@@ -7,7 +7,10 @@ Build (as ``tests/test_docs.py`` does, warnings as errors)::
 The pages are markdown (myst-parser); the API reference comes from the
 NumPy-style docstrings (autodoc + numpydoc); the performance figures are files
 that ``docs/make_plots.py`` writes into ``docs/generated/``, so the build
-itself measures nothing.
+itself measures nothing; ``_ext/generated_tables.py`` renders the short tables
+that open the performance and accuracy pages from those files. The built site
+needs no network (MathJax is copied into it); ``tools/check_docs_site.py``
+checks that in a headless browser.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import sys
 
 # Document the package of this source tree, not whatever copy is installed.
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+# The site's own extension: the short tables read from docs/generated/.
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "_ext")))
 
 import cbrtgrad  # noqa: E402
 
@@ -31,10 +36,15 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    # MathJax itself, copied into the build's _static/mathjax (the package
+    # vendors MathJax 3.2.2 and sets mathjax_path), so that the maths renders
+    # offline: without it the pages load MathJax from a CDN.
+    "sphinx-mathjax-offline",
+    "generated_tables",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_ext"]
 templates_path: list[str] = []
 
 # Markdown: $...$ and $$...$$ maths, ``:::`` fences, heading anchors for links.
@@ -100,5 +110,8 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
 }
+# No left sidebar: every page is at the top level, so the theme's section
+# navigation would be an empty column; the pages are in the top bar.
+html_sidebars: dict[str, list[str]] = {"**": []}
 html_static_path: list[str] = []
 html_show_sourcelink = False

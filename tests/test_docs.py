@@ -7,9 +7,11 @@ import doctest
 import importlib
 import importlib.util
 import inspect
+import json
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -46,11 +48,36 @@ def _needs_example() -> list[str]:
     )
 
 
-def test_sphinx_build_has_no_warnings(tmp_path):
-    html = tmp_path / "html"
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The site built once for the tests of this module, warnings as errors."""
+    pytest.importorskip("sphinx")
+    out = tmp_path_factory.mktemp("docs")
     command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html"]
-    command += ["-d", str(tmp_path / "doctrees"), str(DOCS), str(html)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    command += ["-d", str(out / "doctrees"), str(DOCS), str(out / "html")]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT), out / "html"
+
+
+class _Assets(HTMLParser):
+    """The scripts, style sheets and images a page loads, and the maths elements it holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads: list[str] = []
+        self.maths = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag in ("script", "img") and found.get("src"):
+            self.loads.append(found["src"] or "")
+        if tag == "link" and "stylesheet" in (found.get("rel") or "") and found.get("href"):
+            self.loads.append(found["href"] or "")
+        if "math" in (found.get("class") or "").split():
+            self.maths += 1
+
+
+def test_sphinx_build_has_no_warnings(built_site):
+    done, html = built_site
     assert done.returncode == 0, done.stdout + done.stderr
     api = (html / "api.html").read_text(encoding="utf-8")
     for qualified, obj in _public().items():
@@ -62,6 +89,49 @@ def test_sphinx_build_has_no_warnings(tmp_path):
         assert (html / f"{page}.html").is_file()
     assert (html / "_images" / "bench_curve.png").is_file()
     assert "MathJax" in (html / "mathematics.html").read_text(encoding="utf-8")
+
+
+def test_built_site_loads_nothing_from_the_network(built_site):
+    # The site renders offline: every script, style sheet and image a page
+    # loads is a file of the build (no CDN), MathJax included, and the pages
+    # with maths load it. (tools/check_docs_site.py checks the same, and that
+    # the maths is rendered, in a headless browser.)
+    done, html = built_site
+    assert done.returncode == 0, done.stdout + done.stderr
+    mathjax = set()
+    for page in sorted(html.glob("*.html")):
+        assets = _Assets()
+        assets.feed(page.read_text(encoding="utf-8"))
+        for src in assets.loads:
+            assert not re.match(r"^([a-z]+:)?//", src), f"{page.name} loads {src}"
+            path = (page.parent / src.split("?")[0]).resolve()
+            assert path.is_file() and html.resolve() in path.parents, f"{page.name}: {src}"
+        scripts = {src.split("?")[0] for src in assets.loads if "mathjax" in src.lower()}
+        if assets.maths:
+            assert scripts, f"{page.name} has maths but loads no MathJax"
+        mathjax |= scripts
+    assert mathjax, "no page loads MathJax"
+    for css in (html / "_static").rglob("*.css"):
+        text = css.read_text(encoding="utf-8", errors="replace")
+        assert not re.search(r"(@import|url\()\s*[\"']?(https?:)?//", text), css.name
+
+
+def test_pages_lead_with_the_generated_tables(built_site):
+    # The performance and accuracy pages open with the short tables that
+    # docs/_ext/generated_tables.py renders from docs/generated/, above the
+    # method and the raw dumps, each table naming its file and machine.
+    done, html = built_site
+    assert done.returncode == 0, done.stdout + done.stderr
+    performance = (html / "performance.html").read_text(encoding="utf-8")
+    lead = performance.split('id="how-it-is-measured"')[0]
+    assert "bench_curve.png" in lead
+    for source in ("bench_table.txt", "peers_table.txt", "gpu_check_h200.json"):
+        assert f"docs/generated/{source}" in lead
+    assert "CPU: " in lead and "GPU: " in lead
+    assert lead.count("<table") == 2
+    accuracy = (html / "accuracy.html").read_text(encoding="utf-8")
+    lead = accuracy.split('id="how-it-is-measured"')[0]
+    assert "docs/generated/verify_table.txt" in lead and lead.count("<table") == 1
 
 
 def test_api_reference_lists_every_public_name():
@@ -119,7 +189,8 @@ def test_test_extra_installs_docs_and_plot_extras():
     def names(extra: str) -> set[str]:
         return {re.split(r"[<>=\[ ]", r.strip())[0] for r in extras[extra].split("\n") if r.strip()}
 
-    assert {"sphinx", "numpydoc", "pydata-sphinx-theme", "myst-parser"} <= names("docs")
+    docs = {"sphinx", "numpydoc", "pydata-sphinx-theme", "myst-parser", "sphinx-mathjax-offline"}
+    assert docs <= names("docs")
     assert names("docs") | names("plot") <= names("test")
 
 
@@ -170,3 +241,43 @@ def test_documented_accuracy_is_the_verification_bars():
     if both_correctly_rounded:
         assert f32.forward_max_ulp == f64.forward_max_ulp == 0.5
         assert "float32 and float64 forward correctly rounded (0.5 ulp)" in paragraph
+
+
+def test_generated_tables_are_the_files_figures(tmp_path):
+    # The lead tables (docs/_ext/generated_tables.py) print each bench and
+    # verify figure as its file has it, compute the GPU ratios from the JSON's
+    # microseconds, and refuse a file of another layout by name.
+    pytest.importorskip("sphinx")
+    from sphinx.errors import ExtensionError
+
+    spec = importlib.util.spec_from_file_location(
+        "generated_tables", DOCS / "_ext" / "generated_tables.py"
+    )
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    generated = DOCS / "generated"
+    bench = (generated / "bench_table.txt").read_text(encoding="utf-8").splitlines()
+    machine, ratios = tables.bench_ratios(generated / "bench_table.txt")
+    assert f"CPU: {machine}" == bench[0]
+    rows = [line.split() for line in bench[3:] if line.strip()]
+    assert rows and sum(len(cells) for cells in ratios.values()) == len(rows)
+    for row in rows:
+        assert row[-1] in ratios[(row[0], f"`{' '.join(row[5:-2])}`")].values()
+    device, gpu = tables.gpu_ratios(generated / "gpu_check_h200.json")
+    assert "H200" in device
+    times = {
+        (row["dtype"], row["kernel"]): row["us"]
+        for row in json.loads((generated / "gpu_check_h200.json").read_text())["throughput"]
+    }
+    cupy = times[("float64", "cupy.cbrt (libdevice)")]
+    assert gpu[("cbrt", "`cupy.cbrt (libdevice)`")]["float64"] == (
+        f"{cupy / times[('float64', 'cbrtgrad forward, out=')]:.2f}"
+    )
+    bad = tmp_path / "bench.txt"
+    bad.write_text("CPU: somewhere\nno table here\n", encoding="utf-8")
+    with pytest.raises(ExtensionError, match="bench.txt"):
+        tables.bench_ratios(bad)
+    with pytest.raises(ExtensionError, match="bench.txt"):
+        tables.peer_ratios(bad)
+    with pytest.raises(ExtensionError, match="bench.txt"):
+        tables.gpu_ratios(bad)
