@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+#: Sums of this many elements or more go to a backend's own ``sum`` (see
+#: :class:`Backend`): the graph engine asks the backend for one from here,
+#: and the ``parallel`` backend runs its threads from here. Below it numpy's
+#: own loop costs less than starting the threads.
+SUM_MIN_SIZE = 1 << 16
+
 
 class Availability(NamedTuple):
     """Whether a backend can run on this machine, and if not, why.
@@ -41,7 +47,8 @@ class Backend(Protocol):
 
     A backend may also have a ``sum(a, axis=None, keepdims=False)`` method
     with ``np.add.reduce`` semantics; the graph engine's ``sum`` op uses it
-    for large arrays when the backend has one (the ``parallel`` backend does).
+    for arrays of at least ``SUM_MIN_SIZE`` elements when the backend has one
+    (the ``parallel`` backend does).
     It is not part of the protocol: backends without it get numpy's.
 
     Examples

@@ -22,13 +22,8 @@ from typing import Any
 import numpy as np
 
 from .._array_kinds import is_dask_array, is_device_array
+from ._catalog import get_backend as _backend
 from ._protocol import Availability
-
-
-def _backend(name: str) -> Any:
-    from ._registry import get_backend
-
-    return get_backend(name)
 
 
 def _host(block: Any, dtype: np.dtype) -> Any:

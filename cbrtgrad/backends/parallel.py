@@ -19,11 +19,7 @@ from ..kernels import cpu as cpu_kernels
 from ..kernels import fpstatus
 from ..kernels import reduce as reduce_kernels
 from ._layout import apply_elementwise, constant_operand, fused_outputs, same_view
-from ._protocol import Availability
-
-#: Full sums of float32 arrays from this size use the multi-threaded kernel;
-#: below it numpy's own loop costs less than starting the threads.
-SUM_MIN_SIZE = 1 << 16
+from ._protocol import SUM_MIN_SIZE, Availability
 
 
 def _flat_path_safe(x: np.ndarray, g: np.ndarray, y: np.ndarray, dx: np.ndarray) -> bool:
