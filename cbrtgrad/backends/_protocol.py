@@ -41,9 +41,11 @@ class Backend(Protocol):
     already one of those), host inputs come already cast to it (a backend
     casts other inputs, e.g. dask chunks, as it reads them), ``where`` is
     ``True`` or a bool array, and ``out`` was checked by
-    ``cbrtgrad.api.check_out`` (type, a shape the operands broadcast to, a
-    dtype the result casts to, writable). ``out`` and ``where`` have numpy
-    ufunc meaning. Get one with :func:`get_backend`.
+    ``cbrtgrad._ufunc_args.check_out`` (type, a shape the operands broadcast
+    to, a dtype the result casts to, writable). A backend called without
+    ``dtype`` asks :func:`cbrtgrad._dtypes.compute_dtype_of`, the one rule.
+    ``out`` and ``where`` have numpy ufunc meaning. Get one with
+    :func:`get_backend`.
 
     A backend may also have a ``sum(a, axis=None, keepdims=False)`` method
     with ``np.add.reduce`` semantics; the graph engine's ``sum`` op uses it

@@ -148,3 +148,16 @@ def test_availability_is_asked_again_after_the_environment_changes(env):
     assert "accelerate" not in _catalog._ready
     assert get_backend("cpu") is get_backend("cpu")
     assert "cpu" in _catalog._ready
+
+
+def test_one_rules_table_chooses_and_describes(env):
+    # auto_choice and describe_auto_choice read the same table, rule by rule.
+    from cbrtgrad.backends._auto import RULES
+
+    env(CBRTGRAD_PARALLEL_MIN="100", CBRTGRAD_BACKEND="auto")
+    lines = describe_auto_choice()
+    assert len(lines) == len(RULES) + 1  # and the note on dask arrays
+    for rule, line in zip(RULES, lines, strict=False):
+        assert rule.backend in line
+    assert [r.backend for r in RULES][-2:] == ["parallel", "cpu"]
+    assert auto_choice(np.ones(100)).name == "parallel" and "100 elements" in lines[2]
