@@ -100,7 +100,7 @@ def auto_choice(x: Any) -> Backend:
     Returns
     -------
     Backend
-        By the first rule of :data:`RULES` that applies:
+        By the first rule of ``RULES`` that applies:
 
     1. Device arrays (``__cuda_array_interface__``, numba device arrays):
        ``cuda``, or :class:`BackendUnavailableError` saying why it cannot run.
@@ -158,7 +158,7 @@ def describe_auto_choice() -> list[str]:
     Returns
     -------
     list of str
-        One line per rule of :data:`RULES`, with the backend it picks here
+        One line per rule of ``RULES``, with the backend it picks here
         and, when that backend cannot run, why and what happens then.
 
     Examples

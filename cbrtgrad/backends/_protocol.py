@@ -43,7 +43,7 @@ class Backend(Protocol):
     ``True`` or a bool array, and ``out`` was checked by
     ``cbrtgrad._ufunc_args.check_out`` (type, a shape the operands broadcast
     to, a dtype the result casts to, writable). A backend called without
-    ``dtype`` asks :func:`cbrtgrad._dtypes.compute_dtype_of`, the one rule.
+    ``dtype`` asks ``cbrtgrad._dtypes.compute_dtype_of``, the one rule.
     ``out`` and ``where`` have numpy ufunc meaning. Get one with
     :func:`get_backend`.
 
