@@ -29,8 +29,9 @@ class Rule(NamedTuple):
     ----------
     backend : str
         The registry name the rule gives.
-    takes : callable
-        ``takes(x)``: whether the rule applies to a call's first input ``x``.
+    takes : callable or None
+        ``takes(x)``: whether the rule applies to a call's first input ``x``
+        (``None``: to every input, the last rule).
     inputs : callable
         ``inputs()``: the inputs it takes, in words (it may read the settings).
     fallible : bool
@@ -41,7 +42,7 @@ class Rule(NamedTuple):
     """
 
     backend: str
-    takes: Callable[[Any], bool]
+    takes: Callable[[Any], bool] | None
     inputs: Callable[[], str]
     fallible: bool = False
     platform: str | None = None
@@ -64,10 +65,6 @@ def _large_numpy(x: Any) -> bool:
     return x.size >= _config.settings().parallel_min_size
 
 
-def _anything(x: Any) -> bool:
-    return True
-
-
 #: The rules, first match wins.
 RULES: tuple[Rule, ...] = (
     Rule("cuda", _device, lambda: "device arrays"),
@@ -83,7 +80,7 @@ RULES: tuple[Rule, ...] = (
         _large_numpy,
         lambda: f"other numpy arrays with >= {_config.settings().parallel_min_size:,} elements",
     ),
-    Rule("cpu", _anything, lambda: "everything else (smaller arrays, scalars, lists)"),
+    Rule("cpu", None, lambda: "everything else (smaller arrays, scalars, lists)"),
 )
 
 _PLATFORMS = {"darwin": "macOS"}
@@ -130,7 +127,7 @@ def auto_choice(x: Any) -> Backend:
     for rule in RULES:
         if rule.platform is not None and sys.platform != rule.platform:
             continue
-        if not rule.takes(x):
+        if rule.takes is not None and not rule.takes(x):
             continue
         if rule.fallible:
             # The backend caches its own probe.
