@@ -13,6 +13,11 @@
   2^53).
 * Everything else (complex, object, strings, datetimes, long double) is a
   ``TypeError`` that names the dtype.
+* A ``dtype=`` keyword, when given, decides instead (float16 and bfloat16
+  meaning float32).
+
+:func:`compute_dtype_of` applies them to a call: the api asks it once per
+call and passes the answer down, and the backends take it as given.
 """
 
 from __future__ import annotations
@@ -170,3 +175,57 @@ def result_dtype(*values: Any, argument: str = "g, y") -> np.dtype:
         v if type(v) in (bool, int, float) else dt for v, dt in zip(values, dtypes, strict=False)
     ]
     return compute_dtype(np.result_type(*weak), argument)
+
+
+def compute_dtype_of(*values: Any, argument: str = "x", dtype: Any = None) -> np.dtype:
+    """Return the dtype a call on ``values`` computes in: the one decision of a call.
+
+    The api asks it once per call and passes the answer down (``dtype=`` of
+    every backend method); a backend called without one asks it here too.
+
+    Parameters
+    ----------
+    *values : array_like
+        The call's inputs (``x``; ``g, y``; ``x, g``): arrays, device and dask
+        arrays, numpy and Python scalars, lists.
+    argument : str
+        Their names, comma-separated, for the error message.
+    dtype : dtype-like, optional
+        The call's ``dtype=``: when given it decides (:func:`requested_dtype`).
+
+    Returns
+    -------
+    numpy.dtype
+        float32 or float64.
+
+    Raises
+    ------
+    TypeError
+        For an input of a dtype no kernel computes in, naming the argument,
+        or a ``dtype=`` that is not a float dtype.
+
+    Examples
+    --------
+    >>> compute_dtype_of(np.ones(2, np.float16))
+    dtype('float32')
+    >>> compute_dtype_of(np.float32(1), 2.0, argument="g, y")
+    dtype('float32')
+    >>> compute_dtype_of([1, 2], dtype="float16")
+    dtype('float32')
+    """
+    if dtype is not None:
+        if isinstance(dtype, np.dtype):
+            found = _NATIVE.get(dtype)
+            if found is not None:
+                return found  # NOTE: hot path: the api's own answer, passed down
+        return requested_dtype(dtype)  # type: ignore[return-value]
+    first = values[0]
+    if type(first) is np.ndarray:  # NOTE: hot path: plain arrays of one native dtype
+        found = _NATIVE.get(first.dtype)
+        if found is not None:
+            for value in values[1:]:
+                if type(value) is not np.ndarray or value.dtype is not found:
+                    break
+            else:
+                return found
+    return result_dtype(*values, argument=argument)

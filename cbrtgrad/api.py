@@ -2,9 +2,9 @@
 
 Each call (1) hands over to an argument that overrides cbrtgrad functions
 (``__cbrtgrad_function__``, as graph-engine tensors do), (2) decides, once,
-everything the backends then trust: the compute dtype (the rules of
-:mod:`cbrtgrad._dtypes`), the casts of host inputs to it, ``where=``
-(:func:`check_where`) and a numpy ``out=`` (:func:`check_out`), (3) picks a
+everything the backends then trust: the compute dtype
+(:func:`cbrtgrad._dtypes.compute_dtype_of`), the casts of host inputs to it,
+``where=`` and ``out=`` (:mod:`cbrtgrad._ufunc_args`), (3) picks a
 backend from the registry and (4) runs its kernel with numpy ufunc semantics
 (broadcasting, ``out=``, ``where=``, 0-d and empty arrays, any strides, Python
 scalars and lists).
@@ -18,8 +18,19 @@ import numpy as np
 
 from . import _dtypes, _half
 from ._array_kinds import is_dask_array, is_device_array
+from ._ufunc_args import (
+    check_fused_out,
+    check_out,
+    check_where,
+    fused_overlap,
+    fused_shape,
+    unaliased,
+)
 from .backends import _registry
-from .backends._layout import broadcast_shape, check_fused_out, same_view
+
+#: The public functions, and the checks the graph engine's ``cbrt`` with
+#: ``out=``/``where=`` makes through the api (defined in ``_ufunc_args``).
+__all__ = ["cbrt", "cbrt_and_grad", "cbrt_grad", "check_out", "check_where", "unaliased"]
 
 _NO_OVERRIDE = object()
 
@@ -35,130 +46,12 @@ def _override(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return _NO_OVERRIDE
 
 
-def check_where(where: Any) -> Any:
-    """``where=`` as the backends take it: ``True``, or a bool array (a list becomes one).
-
-    The one place ``where=`` is checked; the backends trust it.
-    """
-    if where is True:
-        return True
-    if isinstance(where, (list, tuple)):
-        where = np.asarray(where)
-    dt = _dtypes.dtype_of(where)
-    if dt.kind != "b":
-        raise TypeError(f"cbrtgrad: where must be a bool array or True, got dtype {dt}")
-    return where
-
-
-def check_out(out: Any, operands: tuple[Any, ...], dtype: np.dtype, where: Any = True) -> Any:
-    """Check ``out=`` as a ufunc would, with cbrtgrad's messages; return it.
-
-    The one place ``out=`` is checked: an ndarray (or a dask or device array,
-    whose backends add their own rules: dask needs a dask ``out``, cuda one of
-    exactly the result's shape and dtype), of a shape the operands broadcast
-    to, a dtype the result casts to (``same_kind``), writable. The backends
-    trust it. A tuple of one array is that array.
-    """
-    if out is None:
-        return None
-    # NOTE: hot path: an ndarray of the result's dtype (numpy's native dtypes
-    # are singletons, so identity is the cheap test) and of every operand's
-    # shape (an out= in a loop) needs none of the checks below but writability.
-    if type(out) is np.ndarray and out.dtype is dtype and where is True:
-        shape = out.shape
-        for a in operands:
-            if type(a) is not np.ndarray or a.shape != shape:
-                break
-        else:
-            if out.flags.writeable:
-                return out
-    if isinstance(out, tuple):
-        if len(out) != 1:
-            raise ValueError(f"cbrtgrad: out must be one array, got a tuple of {len(out)}")
-        out = out[0]
-    host = isinstance(out, np.ndarray)
-    # A dask or device out= only goes with inputs of that kind (their backend
-    # writes it); for host inputs it must be an ndarray.
-    if not host and not any(
-        (is_dask_array(out) and is_dask_array(a)) or (is_device_array(out) and is_device_array(a))
-        for a in operands
-    ):
-        raise TypeError(f"cbrtgrad: out must be a numpy.ndarray, got {type(out).__name__}")
-    shapes = [np.shape(a) for a in operands]
-    if where is not True:
-        shapes.append(np.shape(where))
-    if any(s != out.shape for s in shapes):  # NOTE: the common case skips broadcasting
-        shape = broadcast_shape(*shapes)
-        try:
-            grown = np.broadcast_shapes(shape, out.shape)
-        except ValueError:
-            grown = None
-        if grown != out.shape:  # as in a ufunc: the operands may broadcast up to out's shape
-            raise ValueError(
-                f"cbrtgrad: out has shape {out.shape}; the operands broadcast to {shape}"
-            )
-    if out.dtype != dtype and not np.can_cast(dtype, out.dtype, "same_kind"):
-        raise TypeError(
-            f"cbrtgrad: cannot write a {dtype} result into out of dtype {out.dtype} "
-            "(casting rule 'same_kind')"
-        )
-    if host and not out.flags.writeable:
-        raise ValueError("cbrtgrad: out is read-only")
-    return out
-
-
-def _identical(a: np.ndarray, b: np.ndarray) -> bool:
-    # The same elements in the same order: a kernel may write b[i] after reading a[i].
-    return a.shape == b.shape and same_view(a, b)
-
-
-def unaliased(inputs: tuple[Any, ...], out: Any) -> tuple[Any, ...]:
-    """``inputs`` that ``out`` does not overlap: copies of those it does (numpy's semantics).
-
-    A numpy ufunc gives the same answer for any overlap of its output with
-    its inputs, as if every input had been read before anything was written.
-    The one exception the kernels handle themselves is ``out`` being the very
-    same view as an input (``out=x``), which is left alone; any other overlap
-    (a shifted or reversed view, a broadcast input, a view of another dtype)
-    gets a copy of the input first. Only host ndarrays are looked at (dask
-    never writes into its ``out=``; device arrays have their own backend).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> a = np.arange(4.0)
-    >>> unaliased((a[1:],), a[:3])[0] is a[1:]
-    False
-    >>> unaliased((a,), a)[0] is a
-    True
-    """
-    if type(out) is not np.ndarray:
-        return inputs
-    kept = []
-    for a in inputs:
-        if isinstance(a, np.ndarray) and np.may_share_memory(a, out) and not _identical(a, out):
-            a = a.copy()
-        kept.append(a)
-    return tuple(kept)
-
-
 def _fused_aliasing(x: Any, g: Any, out: Any) -> bool:
-    """Whether ``cbrt_and_grad``'s ``out = (y, dx)`` overlaps its inputs or each other.
-
-    The kernels read ``x[i]`` and ``g[i]`` before writing ``y[i]`` and
-    ``dx[i]``, and compute ``dx`` from ``y``: ``y`` may be ``x`` itself and
-    ``dx`` may be ``x`` or ``g`` itself. Any other overlap needs temporaries.
-    """
-    y, dx = out
-    arrays = (x, g, y, dx)
-    if not all(type(a) is np.ndarray for a in arrays):
+    # Whether cbrt_and_grad's host out=(y, dx) needs temporaries (fused_overlap).
+    if not (isinstance(out, tuple) and len(out) == 2):
         return False
-    allowed = {(0, 2), (0, 3), (1, 3)}
-    for i, j in ((0, 2), (0, 3), (1, 2), (1, 3), (2, 3)):
-        a, b = arrays[i], arrays[j]
-        if np.may_share_memory(a, b) and not ((i, j) in allowed and _identical(a, b)):
-            return True
-    return False
+    arrays = (x, g, *out)
+    return all(type(a) is np.ndarray for a in arrays) and fused_overlap(*arrays)
 
 
 def _half_out(
@@ -264,10 +157,9 @@ def _subclass_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
         if where is not True:
             where = check_where(where)
         if func is cbrt:
-            dtype = _dtypes.requested_dtype(kwargs.get("dtype"))
-            dtype = dtype or _dtypes.compute_dtype(_dtypes.dtype_of(args[0]), "x")
+            dtype = _dtypes.compute_dtype_of(args[0], dtype=kwargs.get("dtype"))
             return _through_subclass("cube_root", args, out, where, dtype)
-        dtype = _dtypes.result_dtype(*args, argument="g, y")
+        dtype = _dtypes.compute_dtype_of(*args, argument="g, y")
         return _through_subclass("cube_root_grad", args, out, where, dtype)
     plain_out = tuple(_plain(o) for o in outs) if isinstance(out, tuple) else _plain(out)
     result = func(*(_plain(a) for a in args), **{**kwargs, "out": plain_out})
@@ -351,12 +243,10 @@ def cbrt(
     array([1., 2., 4.])
     """
     # NOTE: hot path. A plain ndarray has no override hook (numpy's own type
-    # cannot be given one), and a float32 or float64 one with no dtype= is
-    # computed in its own dtype: neither needs asking. Otherwise _override is
-    # inlined for the one argument (a Tensor calls its hook here).
-    if type(x) is np.ndarray and dtype is None:
-        compute = _dtypes.native(x.dtype)
-    else:
+    # cannot be given one), nor a subclass to wrap the result. Otherwise
+    # _override is inlined for the one argument (a Tensor calls its hook here).
+    plain = type(x) is np.ndarray
+    if not plain:
         hook = getattr(type(x), "__cbrtgrad_function__", None)
         if hook is not None:
             if out is None and where is True and dtype is None and backend is None:
@@ -366,13 +256,10 @@ def cbrt(
                 overridden = hook(x, cbrt, (x,), kwargs)
             if overridden is not NotImplemented:
                 return overridden
-        compute = None
-    if (compute is None or out is not None) and _has_subclass(x, out):
+    if (not plain or out is not None) and _has_subclass(x, out):
         kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
         return _subclass_result(cbrt, (x,), kwargs)
-    if compute is None:
-        requested = _dtypes.requested_dtype(dtype)
-        compute = requested or _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
+    compute = _dtypes.compute_dtype_of(x, dtype=dtype)
     if where is not True:
         where = check_where(where)
     if out is not None and type(out) is np.ndarray and _half.is_half(out.dtype):
@@ -421,21 +308,17 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
     >>> cbrtgrad.cbrt_grad(np.array([1.0, 6.0]), np.array([1.0, -2.0]))
     array([0.33333333, 0.5       ])
     """
-    # NOTE: hot path: plain ndarrays have no override hook, and two of one
-    # float32 or float64 dtype are computed in it (as in cbrt).
-    if type(g) is np.ndarray and type(y) is np.ndarray and g.dtype is y.dtype:
-        compute = _dtypes.native(y.dtype)
-    else:
+    # NOTE: hot path: plain ndarrays have no override hook (as in cbrt).
+    plain = type(g) is np.ndarray and type(y) is np.ndarray
+    if not plain:
         kwargs = {"out": out, "where": where, "backend": backend}
         overridden = _override(cbrt_grad, (g, y), kwargs)
         if overridden is not _NO_OVERRIDE:
             return overridden
-        compute = None
-    if (compute is None or out is not None) and _has_subclass(g, y, out):
+    if (not plain or out is not None) and _has_subclass(g, y, out):
         kwargs = {"out": out, "where": where, "backend": backend}
         return _subclass_result(cbrt_grad, (g, y), kwargs)
-    if compute is None:
-        compute = _dtypes.result_dtype(g, y, argument="g, y")
+    compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
     if where is not True:
         where = check_where(where)
     if out is not None and type(out) is np.ndarray and _half.is_half(out.dtype):
@@ -477,28 +360,25 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
     >>> y, dx
     (array([ 2., -1.]), array([1., 1.]))
     """
-    if type(x) is np.ndarray and type(g) is np.ndarray and x.dtype is g.dtype:
-        compute = _dtypes.native(x.dtype)  # NOTE: hot path, as in cbrt_grad
-    else:
+    plain = type(x) is np.ndarray and type(g) is np.ndarray  # NOTE: hot path, as in cbrt_grad
+    if not plain:
         overridden = _override(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
         if overridden is not _NO_OVERRIDE:
             return overridden  # type: ignore[no-any-return]
-        compute = None
-    if (compute is None or out is not None) and _has_subclass(x, g, out):
+    if (not plain or out is not None) and _has_subclass(x, g, out):
         result = _subclass_result(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
         return result  # type: ignore[no-any-return]
-    if compute is None:
-        compute = _dtypes.result_dtype(x, g, argument="x, g")
+    compute = _dtypes.compute_dtype_of(x, g, argument="x, g")
     x, g = _as_compute(x, compute), _as_compute(g, compute)
     chosen = _registry.resolve(backend, x, g)
-    if out is not None and isinstance(out, tuple) and len(out) == 2 and _fused_aliasing(x, g, out):
+    if out is not None and _fused_aliasing(x, g, out):
         # As numpy's ufuncs: every input read before any output is written,
         # y written before dx (so out=(a, a) holds dx).
-        shape = broadcast_shape(np.shape(x), np.shape(g))
-        y_out = check_fused_out("y", out[0], shape, compute)
-        dx_out = check_fused_out("dx", out[1], shape, compute)
+        y_out, dx_out = check_fused_out(out, fused_shape(np.shape(x), np.shape(g)), compute)
         y, dx = chosen.cube_root_and_grad(x, g, dtype=compute)
         np.copyto(y_out, y)
         np.copyto(dx_out, dx)
         return y_out, dx_out
+    # Any other out=(y, dx) is checked where every fused kernel takes it
+    # (cbrtgrad._ufunc_args.check_fused_out, from the backend's entry).
     return chosen.cube_root_and_grad(x, g, out=out, dtype=compute)

@@ -216,3 +216,21 @@ def test_named_backend_is_checked_on_every_call():
         cg.cbrt(x, backend="cpux")
     with pytest.raises(TypeError, match="backend must be a str"):
         cg.cbrt(x, backend=1)
+
+
+def test_compute_dtype_of_is_the_one_decision_of_a_call():
+    # What the api asks once per call, and backends called without dtype= ask too.
+    from cbrtgrad._dtypes import compute_dtype_of
+
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    assert compute_dtype_of(np.ones(2, np.float16)) == f32
+    assert compute_dtype_of(np.ones(2, np.int8)) == f64
+    assert compute_dtype_of([1.5]) == f64
+    assert compute_dtype_of(np.ones(2, np.float32), 2.0, argument="g, y") == f32  # weak scalar
+    assert compute_dtype_of(np.ones(2, np.float32), np.ones(2), argument="g, y") == f64
+    assert compute_dtype_of(np.ones(2), dtype="float16") == f32  # dtype= decides
+    assert compute_dtype_of(np.ones(2), dtype=f32) is f32
+    with pytest.raises(TypeError, match="y has dtype complex128"):
+        compute_dtype_of(np.ones(2), np.ones(2, complex), argument="g, y")
+    with pytest.raises(TypeError, match="dtype must be float16, float32 or float64"):
+        compute_dtype_of(np.ones(2), dtype=np.int32)

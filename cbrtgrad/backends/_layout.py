@@ -1,4 +1,8 @@
-"""Array plumbing shared by the host backends' fused kernels."""
+"""Array plumbing shared by the host backends: numpy ufunc semantics around 1-D kernels.
+
+``out`` and ``where`` arrive checked (:mod:`cbrtgrad._ufunc_args`), inputs in
+the compute dtype the caller decided (:mod:`cbrtgrad._dtypes`).
+"""
 
 from __future__ import annotations
 
@@ -6,51 +10,37 @@ from typing import Any, Literal
 
 import numpy as np
 
-
-def check_fused_out(name: str, arr: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """Check one array of ``cbrt_and_grad``'s ``out=(y, dx)``; return it."""
-    if not isinstance(arr, np.ndarray):
-        raise TypeError(f"cbrtgrad: out[{name}] must be a numpy.ndarray, got {type(arr).__name__}")
-    if arr.shape != shape:
-        raise ValueError(f"cbrtgrad: out[{name}] has shape {arr.shape}; expected {shape}")
-    if arr.dtype != dtype:
-        raise TypeError(f"cbrtgrad: out[{name}] has dtype {arr.dtype}; expected {dtype}")
-    if not arr.flags.writeable:
-        raise ValueError(f"cbrtgrad: out[{name}] is read-only")
-    return arr
+from .. import _dtypes
+from .._ufunc_args import broadcast_shape, check_fused_out, fused_shape, same_view
 
 
 def fused_outputs(
     x: Any, g: Any, out: Any, dtype: Any = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...] | None]:
-    """Broadcast ``x`` and ``g``, validate or allocate ``out = (y, dx)``.
+    """Broadcast ``x`` and ``g``; check or allocate ``out = (y, dx)``.
 
-    Returns ``x, g, y, dx`` (broadcast, in ``dtype``: default the inputs'
-    common dtype) and, when all four can be viewed as 1-D contiguous arrays
-    without a copy, those flat views (else ``None``).
+    Returns ``x, g, y, dx`` (broadcast, in ``dtype``: by default the compute
+    dtype of the inputs) and, when all four can be viewed as 1-D contiguous
+    arrays without a copy, those flat views (else ``None``). The fused
+    kernels' ``out`` is checked here (by
+    :func:`cbrtgrad._ufunc_args.check_fused_out`), the entry every host
+    backend's ``cube_root_and_grad`` goes through, whether the api or a user
+    calls it.
     """
     x, g = np.asarray(x), np.asarray(g)
-    try:
-        shape = np.broadcast_shapes(x.shape, g.shape)
-    except ValueError:
-        raise ValueError(
-            f"cbrtgrad: x and g could not be broadcast together with shapes {x.shape}, {g.shape}"
-        ) from None
+    shape = fused_shape(x.shape, g.shape)
     # NOTE: np.broadcast_to, not np.broadcast_arrays: the latter's views warn
     # (FutureWarning) when their writeable flag is read, as the backends do.
     x = x if x.shape == shape else np.broadcast_to(x, shape)
     g = g if g.shape == shape else np.broadcast_to(g, shape)
-    dtype = np.dtype(dtype or np.result_type(x.dtype, g.dtype))
+    dtype = _dtypes.compute_dtype_of(x, g, argument="x, g", dtype=dtype)
     x = x.astype(dtype, copy=False)
     g = g.astype(dtype, copy=False)
     if out is None:
         y = np.empty(x.shape, dtype)
         dx = np.empty(x.shape, dtype)
     else:
-        if not isinstance(out, tuple) or len(out) != 2:
-            raise TypeError("cbrtgrad: out must be a tuple (y, dx) of two arrays")
-        y = check_fused_out("y", out[0], x.shape, dtype)
-        dx = check_fused_out("dx", out[1], x.shape, dtype)
+        y, dx = check_fused_out(out, x.shape, dtype)
     arrays = (x, g, y, dx)
     if all(a.flags.c_contiguous for a in arrays):
         return x, g, y, dx, tuple(a.reshape(-1) for a in arrays)
@@ -116,32 +106,6 @@ def masked(
 def _flat(a: np.ndarray, order: str) -> np.ndarray:
     # A 1-D view in memory order; ``a`` is contiguous in ``order`` here.
     return a.reshape(-1, order=order)  # type: ignore[call-overload]
-
-
-def same_view(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two arrays are the same view of the same memory (in place is fine)."""
-    return (
-        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-        and a.strides == b.strides
-        and a.dtype == b.dtype
-    )
-
-
-def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """``np.broadcast_shapes`` with cbrtgrad's message.
-
-    Examples
-    --------
-    >>> broadcast_shape((3, 1), (4,))
-    (3, 4)
-    """
-    try:
-        return np.broadcast_shapes(*shapes)
-    except ValueError:
-        raise ValueError(
-            "cbrtgrad: operands could not be broadcast together with shapes "
-            + ", ".join(str(s) for s in shapes)
-        ) from None
 
 
 def apply_elementwise(

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+#: Sums of this many elements or more go to a backend's own ``sum`` (see
+#: :class:`Backend`): the graph engine asks the backend for one from here,
+#: and the ``parallel`` backend runs its threads from here. Below it numpy's
+#: own loop costs less than starting the threads.
+SUM_MIN_SIZE = 1 << 16
+
 
 class Availability(NamedTuple):
     """Whether a backend can run on this machine, and if not, why.
@@ -35,13 +41,16 @@ class Backend(Protocol):
     already one of those), host inputs come already cast to it (a backend
     casts other inputs, e.g. dask chunks, as it reads them), ``where`` is
     ``True`` or a bool array, and ``out`` was checked by
-    ``cbrtgrad.api.check_out`` (type, a shape the operands broadcast to, a
-    dtype the result casts to, writable). ``out`` and ``where`` have numpy
-    ufunc meaning. Get one with :func:`get_backend`.
+    ``cbrtgrad._ufunc_args.check_out`` (type, a shape the operands broadcast
+    to, a dtype the result casts to, writable). A backend called without
+    ``dtype`` asks ``cbrtgrad._dtypes.compute_dtype_of``, the one rule.
+    ``out`` and ``where`` have numpy ufunc meaning. Get one with
+    :func:`get_backend`.
 
     A backend may also have a ``sum(a, axis=None, keepdims=False)`` method
     with ``np.add.reduce`` semantics; the graph engine's ``sum`` op uses it
-    for large arrays when the backend has one (the ``parallel`` backend does).
+    for arrays of at least ``SUM_MIN_SIZE`` elements when the backend has one
+    (the ``parallel`` backend does).
     It is not part of the protocol: backends without it get numpy's.
 
     Examples

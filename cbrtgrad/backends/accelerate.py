@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import _config
+from .. import _config, _dtypes
 from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
 from ._layout import apply_elementwise, call_ufunc, fused_outputs
@@ -147,15 +147,15 @@ class AccelerateBackend:
         return run
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        compute = np.dtype(dtype or x.dtype)
+        compute = _dtypes.compute_dtype_of(x, dtype=dtype)
         return apply_elementwise(self._vforce(compute), (x,), compute, out, where)
 
     def cube_root_grad(
         self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
     ) -> Any:
-        compute = np.result_type(g, y) if dtype is None else dtype
+        compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
         gradient = cpu_kernels.ufunc("cube_root_grad", compute)
-        return call_ufunc(gradient, g, y, out=out, where=where, dtype=dtype)
+        return call_ufunc(gradient, g, y, out=out, where=where, dtype=compute)
 
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None

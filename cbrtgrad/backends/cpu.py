@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _dtypes
 from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
 from ._layout import call_ufunc, fused_outputs
@@ -40,9 +41,9 @@ class CpuBackend:
             if forward is None:
                 forward = self._forward[x.dtype] = cpu_kernels.ufunc("cube_root", x.dtype)
             return forward(x, out=out)
-        compute = x.dtype if dtype is None else dtype
+        compute = _dtypes.compute_dtype_of(x, dtype=dtype)
         forward = cpu_kernels.ufunc("cube_root", compute)
-        return call_ufunc(forward, x, out=out, where=where, dtype=dtype)
+        return call_ufunc(forward, x, out=out, where=where, dtype=compute)
 
     def cube_root_grad(
         self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
@@ -55,9 +56,9 @@ class CpuBackend:
             if gradient is None:
                 gradient = self._gradient[y.dtype] = cpu_kernels.ufunc("cube_root_grad", y.dtype)
             return gradient(g, y, out=out)
-        compute = np.result_type(g, y) if dtype is None else dtype
+        compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
         gradient = cpu_kernels.ufunc("cube_root_grad", compute)
-        return call_ufunc(gradient, g, y, out=out, where=where, dtype=dtype)
+        return call_ufunc(gradient, g, y, out=out, where=where, dtype=compute)
 
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None

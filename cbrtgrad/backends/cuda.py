@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._array_kinds import is_device_array
+from .._ufunc_args import exact_out, fused_pair
 from . import _device_arrays as arrays
 from ._protocol import Availability
 
@@ -65,13 +66,6 @@ def toolchain_problem() -> str | None:
             "pip install 'cbrtgrad[cuda]' does)"
         )
     return None
-
-
-def _compute(dtype: Any, first: Any, second: Any, names: str) -> np.dtype:
-    # The api passes the compute dtype; a direct caller of the backend may not.
-    if dtype is not None:
-        return np.dtype(dtype)
-    return _dtypes.compute_dtype(np.result_type(first.dtype, second.dtype), names)
 
 
 class CudaBackend:
@@ -192,11 +186,7 @@ class CudaBackend:
             return result, arrays.read(result, name, simulating()), None
         if isinstance(out, np.ndarray):
             # A host out= is only reachable with copy_host=True (checked by caller).
-            if out.shape != like.shape or out.dtype != dtype:
-                raise ValueError(
-                    f"cbrtgrad: {name} has shape {out.shape} and dtype {out.dtype}; "
-                    f"expected {like.shape} and {dtype}"
-                )
+            exact_out(name, out, like.shape, dtype)
             from numba import cuda
 
             result = cuda.device_array(like.shape, dtype, stream=numba_stream)
@@ -204,10 +194,7 @@ class CudaBackend:
         if not is_device_array(out):
             raise TypeError(f"cbrtgrad: {name} must be a device array, got {type(out).__name__}")
         operand = arrays.read(out, name, simulating())
-        if operand.shape != like.shape:
-            raise ValueError(f"cbrtgrad: {name} has shape {operand.shape}; expected {like.shape}")
-        if operand.dtype != dtype:
-            raise TypeError(f"cbrtgrad: {name} has dtype {operand.dtype}; expected {dtype}")
+        exact_out(name, operand, like.shape, dtype)
         return out, operand, None
 
     def _launch(
@@ -336,7 +323,7 @@ class CudaBackend:
         self._check_where(where)
         self._check_out_kind(out, copy_host)
         (xo,), streams = self._prepare((x,), ("x",), copy_host, stream)
-        compute = np.dtype(dtype) if dtype is not None else _dtypes.compute_dtype(xo.dtype, "x")
+        compute = _dtypes.compute_dtype_of(xo, dtype=dtype)
         result, yo, host = self._output(out, "out", xo, compute, streams[2])
         self._launch("forward", compute, [xo, yo], 1, streams)
         return self._finish(result, host, copy_host, streams[2])
@@ -356,7 +343,7 @@ class CudaBackend:
         self._check_where(where)
         self._check_out_kind(out, copy_host)
         (go, yo), streams = self._prepare((g, y), ("g", "y"), copy_host, stream)
-        compute = _compute(dtype, go, yo, "g, y")
+        compute = _dtypes.compute_dtype_of(go, yo, argument="g, y", dtype=dtype)
         result, dxo, host = self._output(out, "out", go, compute, streams[2])
         self._launch("grad", compute, [go, yo, dxo], 2, streams)
         return self._finish(result, host, copy_host, streams[2])
@@ -372,13 +359,11 @@ class CudaBackend:
         copy_host: bool = False,
     ) -> tuple[Any, Any]:
         """``(cbrt(x), g / (3 y^2))`` in one kernel; ``out`` a pair or ``None``."""
-        if out is not None and (not isinstance(out, tuple) or len(out) != 2):
-            raise TypeError("cbrtgrad: out must be a tuple (y, dx) of two device arrays")
-        y_out, dx_out = (None, None) if out is None else out
+        y_out, dx_out = fused_pair(out, "device arrays")
         self._check_out_kind(y_out, copy_host)
         self._check_out_kind(dx_out, copy_host)
         (xo, go), streams = self._prepare((x, g), ("x", "g"), copy_host, stream)
-        compute = _compute(dtype, xo, go, "x, g")
+        compute = _dtypes.compute_dtype_of(xo, go, argument="x, g", dtype=dtype)
         y, yo, y_host = self._output(y_out, "out[y]", xo, compute, streams[2])
         dx, dxo, dx_host = self._output(dx_out, "out[dx]", xo, compute, streams[2])
         self._launch("fused", compute, [xo, go, yo, dxo], 2, streams)

@@ -21,14 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from .. import _dtypes
 from .._array_kinds import is_dask_array, is_device_array
+from .._ufunc_args import broadcast_shape, check_out
+from ._catalog import get_backend as _backend
 from ._protocol import Availability
-
-
-def _backend(name: str) -> Any:
-    from ._registry import get_backend
-
-    return get_backend(name)
 
 
 def _host(block: Any, dtype: np.dtype) -> Any:
@@ -146,14 +143,7 @@ class DaskBlocks:
         """
         import dask.array as da
 
-        arrays = [v for v in values if np.ndim(v) > 0]
-        try:
-            shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
-        except ValueError:
-            raise ValueError(
-                "cbrtgrad: operands could not be broadcast together with shapes "
-                + ", ".join(str(np.shape(a)) for a in arrays)
-            ) from None
+        shape = broadcast_shape(*(np.shape(v) for v in values if np.ndim(v) > 0))
         candidates = [values[lead], *values]
         full = [v for v in candidates if is_dask_array(v) and v.shape == shape]
         if full:
@@ -182,17 +172,19 @@ class DaskBlocks:
 
         return [fit(v) for v in values]
 
-    def _extras(self, where: Any, out: Any) -> tuple[list[Any], Any]:
-        """The arrays ``where``/``out`` add to a task, and the dask ``out`` (or None)."""
+    def _extras(
+        self, where: Any, out: Any, operands: tuple[Any, ...], compute: np.dtype
+    ) -> tuple[list[Any], Any]:
+        """The arrays ``where``/``out`` add to a task, and the dask ``out`` (or None).
+
+        ``out`` is checked as the api checks it (:func:`cbrtgrad._ufunc_args.check_out`),
+        for callers of this class's methods themselves.
+        """
         extra: list[Any] = []
         if where is not True:
             extra.append(self._lazy(where, "where"))
         if out is not None:
-            if not is_dask_array(out):
-                raise TypeError(
-                    "cbrtgrad: out must be a dask array when the input is a dask array "
-                    f"(dask writes nothing until computed), got {type(out).__name__}"
-                )
+            out = check_out(out, operands, compute, where)
             extra.append(out)
         return extra, out
 
@@ -232,15 +224,15 @@ class DaskBlocks:
     # -- the protocol ---------------------------------------------------------
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        compute = np.dtype(dtype or x.dtype)
-        extra, out = self._extras(where, out)
+        compute = _dtypes.compute_dtype_of(x, dtype=dtype)
+        extra, out = self._extras(where, out, (x,), compute)
         return self._map(_cube_root_block, [x, *extra], compute, out, where is not True, "cbrt")
 
     def cube_root_grad(
         self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
     ) -> Any:
-        compute = np.dtype(dtype or np.result_type(g, y))
-        extra, out = self._extras(where, out)
+        compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
+        extra, out = self._extras(where, out, (g, y), compute)
         values = [self._lazy(g, "g"), self._lazy(y, "y"), *extra]
         return self._map(
             _cube_root_grad_block, values, compute, out, where is not True, "cbrt_grad", lead=1
@@ -258,7 +250,7 @@ class DaskBlocks:
                 "cbrtgrad: cbrt_and_grad on dask arrays does not take out= (dask writes "
                 "nothing until computed)"
             )
-        compute = np.dtype(dtype or np.result_type(x, g))
+        compute = _dtypes.compute_dtype_of(x, g, argument="x, g", dtype=dtype)
         xs, gs = self._broadcast(self._lazy(x, "x"), self._lazy(g, "g"))
         if not is_dask_array(xs):
             # A scalar x against a dask g: the chunks come from g.

@@ -14,32 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from .. import _dtypes
 from .._array_kinds import is_device_array
+from .._ufunc_args import fused_overlap
 from ..kernels import cpu as cpu_kernels
 from ..kernels import fpstatus
 from ..kernels import reduce as reduce_kernels
-from ._layout import apply_elementwise, constant_operand, fused_outputs, same_view
-from ._protocol import Availability
-
-#: Full sums of float32 arrays from this size use the multi-threaded kernel;
-#: below it numpy's own loop costs less than starting the threads.
-SUM_MIN_SIZE = 1 << 16
-
-
-def _flat_path_safe(x: np.ndarray, g: np.ndarray, y: np.ndarray, dx: np.ndarray) -> bool:
-    # NOTE: read-only inputs do not match the kernels' writable signatures.
-    if not (x.flags.writeable and g.flags.writeable):
-        return False
-    # Each block computes y from x, then dx from (g, y): y may be x itself and
-    # dx may be x or g itself (element i is read before it is written); any
-    # other overlap would overwrite an input before it is read.
-    allowed = {(0, 2), (0, 3), (1, 3)}
-    arrays = (x, g, y, dx)
-    for i, j in ((0, 2), (0, 3), (1, 2), (1, 3), (2, 3)):
-        a, b = arrays[i], arrays[j]
-        if np.may_share_memory(a, b) and not ((i, j) in allowed and same_view(a, b)):
-            return False
-    return True
+from ._layout import apply_elementwise, constant_operand, fused_outputs
+from ._protocol import SUM_MIN_SIZE, Availability
 
 
 class _Run:
@@ -94,7 +76,7 @@ class ParallelBackend:
         return _Run(self._lock, kernel)
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        compute = np.dtype(dtype or x.dtype)
+        compute = _dtypes.compute_dtype_of(x, dtype=dtype)
         kernel = self._locked(cpu_kernels.parallel_loops().cube_root)
         result = apply_elementwise(kernel, (x,), compute, out, where)
         fpstatus.signal(kernel.status, "cube_root")  # after out= is written, as numpy
@@ -110,7 +92,7 @@ class ParallelBackend:
             kernel(constant, y.reshape(-1), dx.reshape(-1))
             fpstatus.signal(kernel.status, "cube_root_grad")
             return dx
-        compute = np.dtype(dtype or np.result_type(g, y))
+        compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
         kernel = self._locked(cpu_kernels.parallel_loops().cube_root_grad)
         result = apply_elementwise(kernel, (g, y), compute, out, where)
         fpstatus.signal(kernel.status, "cube_root_grad")
@@ -120,7 +102,11 @@ class ParallelBackend:
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
     ) -> tuple[Any, Any]:
         x, g, y, dx, flat = fused_outputs(x, g, out, dtype)
-        if flat is not None and not _flat_path_safe(*flat):
+        # NOTE: read-only inputs do not match the kernels' writable signatures,
+        # and overlaps beyond the in-place ones need the copies below.
+        if flat is not None and not (
+            flat[0].flags.writeable and flat[1].flags.writeable and not fused_overlap(*flat)
+        ):
             flat = None
         kernel = self._locked(cpu_kernels.parallel_loops().cube_root_and_grad)
         if flat is None:

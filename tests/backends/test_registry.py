@@ -12,6 +12,7 @@ from cbrtgrad import _config
 from cbrtgrad.backends import (
     Backend,
     BackendUnavailableError,
+    _catalog,
     _registry,
     auto_choice,
     availability,
@@ -105,7 +106,7 @@ def test_auto_choice_sends_device_arrays_to_cuda():
 
 def test_auto_choice_on_macos_uses_accelerate(env, monkeypatch, vforce_library):
     env(CBRTGRAD_ACCELERATE=str(vforce_library.path))
-    monkeypatch.setattr(_registry.sys, "platform", "darwin")
+    monkeypatch.setattr(sys, "platform", "darwin")
     assert auto_choice(np.ones(3, np.float32)).name == "accelerate"
     assert auto_choice(np.float64(2.0)).name == "accelerate"
     assert auto_choice(np.ones(3, np.float16)).name == "cpu"
@@ -144,6 +145,19 @@ def test_availability_is_asked_again_after_the_environment_changes(env):
     for _ in range(2):
         with pytest.raises(BackendUnavailableError, match="cannot load"):
             get_backend("accelerate")
-    assert "accelerate" not in _registry._ready
+    assert "accelerate" not in _catalog._ready
     assert get_backend("cpu") is get_backend("cpu")
-    assert "cpu" in _registry._ready
+    assert "cpu" in _catalog._ready
+
+
+def test_one_rules_table_chooses_and_describes(env):
+    # auto_choice and describe_auto_choice read the same table, rule by rule.
+    from cbrtgrad.backends._auto import RULES
+
+    env(CBRTGRAD_PARALLEL_MIN="100", CBRTGRAD_BACKEND="auto")
+    lines = describe_auto_choice()
+    assert len(lines) == len(RULES) + 1  # and the note on dask arrays
+    for rule, line in zip(RULES, lines, strict=False):
+        assert rule.backend in line
+    assert [r.backend for r in RULES][-2:] == ["parallel", "cpu"]
+    assert auto_choice(np.ones(100)).name == "parallel" and "100 elements" in lines[2]
