@@ -33,7 +33,7 @@ import numpy as np
 from .._array_kinds import NUMPY_TO_TORCH, torch_dtypes
 from ..kernels.cuda_elementwise import accumulator_dtype, compute_dtype
 from ._device_arrays import CUPY, TORCH
-from .device_math import DeviceMath
+from ._device_math_base import DeviceMath
 
 _F16, _F32, _F64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ._device_arrays import NUMBA
-from .device_math import DeviceMath
+from ._device_math_base import DeviceMath
 
 #: Sums: each output element's reduced elements are split into chunks of at
 #: least MIN_CHUNK, so that about TARGET_ITEMS threads work on them; their

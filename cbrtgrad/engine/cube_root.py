@@ -38,7 +38,7 @@ def _gradient(backend: Any, g: Any, y: Any) -> Any:
     # float64), which is decided here as the api decides it; device arrays
     # go to the backend as the library's own arrays, and come back wrapped.
     g, y = raw(g), raw(y)
-    compute = _dtypes.result_dtype(g, y, argument="g, y")
+    compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
     if is_device_array(y):
         return wrap(backend.cube_root_grad(g, y, dtype=compute))
     if not (is_dask_array(g) or is_dask_array(y)):  # dask casts inside each chunk's task
@@ -84,7 +84,7 @@ class CubeRootBackward(Node):
             if dt in _NATIVE:
                 # NOTE: hot path: a native dtype, no keyword (the backend's fast case).
                 return backend.cube_root(x)
-            dtype = _dtypes.compute_dtype(dt, "x")
+            dtype = _dtypes.compute_dtype_of(x)
         return backend.cube_root(x, dtype=dtype)
 
     @classmethod
@@ -126,7 +126,7 @@ class CubeRootBackward(Node):
             return cls.forward(backend, x, dtype=dtype)
         if backend.name != "cuda":
             raise TypeError(f"cbrtgrad: stream is only for the cuda backend, not {backend.name!r}")
-        compute = dtype if dtype is not None else _dtypes.compute_dtype(_dtypes.dtype_of(x), "x")
+        compute = _dtypes.compute_dtype_of(x, dtype=dtype)
         return backend.cube_root(x, dtype=compute, stream=stream)
 
     def grad_formula(self, g: Any) -> Any:
@@ -254,7 +254,7 @@ def cbrt(
             "`with cbrtgrad.no_grad():` or drop out=/where="
         )
     where = api.check_where(where)
-    compute = _dtypes.compute_dtype(x.dtype, "x")
+    compute = _dtypes.compute_dtype_of(x._data)
     data = x._data if x.dtype == compute or is_dask_array(x._data) else x._data.astype(compute)
     data = raw(data)
     if out is None:
@@ -301,7 +301,7 @@ def _record_grad(g: Any, y: Any, backend: Any) -> Tensor:
     """Record :class:`CubeRootGradBackward` on ``backend``, in the api's compute dtype."""
     data = (g._data if type(g) is Tensor else g, y._data if type(y) is Tensor else y)
     check_one_side(data, "g, y")
-    compute = _dtypes.result_dtype(*data, argument="g, y")
+    compute = _dtypes.compute_dtype_of(*data, argument="g, y")
     return apply(CubeRootGradBackward, (_in_dtype(g, compute), _in_dtype(y, compute)), backend)
 
 

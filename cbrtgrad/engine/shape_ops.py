@@ -18,6 +18,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from .. import _half
 from .._array_kinds import is_dask_array
 from ..backends import _registry
+from ..backends._protocol import SUM_MIN_SIZE
 from .device import DeviceArray
 from .node import Node
 from .op_table import routes
@@ -35,8 +36,6 @@ _MATERIALISE_MAX = 4096
 _REDUCE_TO_ARRAY = np.lib.NumpyVersion(np.__version__) >= "2.3.0"
 
 
-#: Sums from this size ask the backend registry for a sum of their own.
-_BACKEND_SUM_MIN_SIZE = 1 << 16
 
 
 class SumBackward(Node):
@@ -64,7 +63,7 @@ class SumBackward(Node):
         # sums on all threads, in float64); the others are numpy's. NOTE:
         # ``sum`` names no backend, so large arrays ask the registry (which
         # follows use_backend and CBRTGRAD_BACKEND); small ones skip the lookup.
-        if type(a) is np.ndarray and a.size >= _BACKEND_SUM_MIN_SIZE:
+        if type(a) is np.ndarray and a.size >= SUM_MIN_SIZE:
             chosen = _registry.resolve(None, a) if backend is None else backend
             backend_sum = getattr(chosen, "sum", None)
             if backend_sum is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -13,9 +13,6 @@ from .device import DeviceArray
 from .op_table import API_OPS, METHODS, UFUNC_OPS
 from .operators import Operators
 from .versions import DataView, Version
-
-if TYPE_CHECKING:  # for the annotations only: node.py imports this module
-    from .node import Node
 
 # The operators and methods that record ops run the functions the op modules
 # entered in the op table (op_table.py): those modules import this one, so
@@ -102,7 +99,7 @@ class Tensor(Operators):
     _data: np.ndarray
     _requires_grad: bool
     grad: Any
-    grad_fn: Node | None
+    grad_fn: Any  # a Node or None (node.py imports this module, not the reverse)
     _version: Version
 
     # Tensor wins over ndarray in mixed binary operators.
@@ -117,7 +114,7 @@ class Tensor(Operators):
         self.requires_grad = requires_grad
 
     @staticmethod
-    def _make(data: np.ndarray, grad_fn: Node | None) -> Tensor:
+    def _make(data: np.ndarray, grad_fn: Any) -> Tensor:
         # NOTE: hot path: no validation, the engine made ``data`` itself; a
         # static method and a bound ``object.__new__`` (no class argument to pass).
         t: Tensor = _new(Tensor)

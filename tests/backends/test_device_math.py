@@ -24,7 +24,7 @@ from numba import cuda  # noqa: E402
 
 from cbrtgrad.backends._device_math_libraries import _LibraryMath  # noqa: E402
 from cbrtgrad.backends.device_math import namespace  # noqa: E402
-from cbrtgrad.engine.node import reduce_to  # noqa: E402
+from cbrtgrad.engine.shape_ops import reduce_to  # noqa: E402
 
 FLOATS = [np.float16, np.float32, np.float64]
 BITS = {np.dtype(np.float16): np.uint16, np.dtype(np.float32): np.uint32}
