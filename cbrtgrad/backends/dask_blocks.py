@@ -211,7 +211,7 @@ class DaskBlocks:
             block,
             *values,
             dtype=compute,
-            meta=np.empty((0,) * ndim, compute),
+            meta=_meta(values, ndim, compute),
             token=token,
             backend=self.inner,
         )
@@ -255,7 +255,7 @@ class DaskBlocks:
         if not is_dask_array(xs):
             # A scalar x against a dask g: the chunks come from g.
             xs = da.full_like(gs, xs, dtype=compute)
-        meta = np.empty((0,) * xs.ndim, compute)
+        meta = _meta((xs, gs), xs.ndim, compute)
         # NOTE: the blocks of ``pair`` are (y, dx) tuples, not arrays: it is
         # never returned, only taken apart. Slicing a stacked (2, ...) block
         # instead would copy each half (dask copies a slice of at most half
@@ -275,3 +275,15 @@ class DaskBlocks:
         )
         # Two lazy arrays over the one task per chunk that computes both.
         return y, dx
+
+
+def _meta(values: Any, ndim: int, compute: np.dtype) -> Any:
+    """An empty array of the results' kind: the chunks' library (CuPy chunks give CuPy
+    results, which dask must concatenate with CuPy, not numpy), else numpy."""
+    for value in values:
+        meta = getattr(value, "_meta", None) if is_dask_array(value) else None
+        if meta is not None and is_device_array(meta):
+            from .device_math import namespace
+
+            return namespace(meta).zeros((0,) * ndim, compute, meta)
+    return np.empty((0,) * ndim, compute)
