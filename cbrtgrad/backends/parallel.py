@@ -95,7 +95,7 @@ class ParallelBackend:
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
         compute = np.dtype(dtype or x.dtype)
-        kernel = self._locked(cpu_kernels.parallel_loops().cube_root)
+        kernel = self._locked(cpu_kernels.parallel_loops().forward)
         result = apply_elementwise(kernel, (x,), compute, out, where)
         fpstatus.signal(kernel.status, "cube_root")  # after out= is written, as numpy
         return result
@@ -106,12 +106,12 @@ class ParallelBackend:
         constant = constant_operand(g, y, out, where)
         if constant is not None:
             dx = np.empty_like(y)
-            kernel = self._locked(cpu_kernels.parallel_loops().cube_root_grad_constant)
+            kernel = self._locked(cpu_kernels.parallel_loops().grad_constant)
             kernel(constant, y.reshape(-1), dx.reshape(-1))
             fpstatus.signal(kernel.status, "cube_root_grad")
             return dx
         compute = np.dtype(dtype or np.result_type(g, y))
-        kernel = self._locked(cpu_kernels.parallel_loops().cube_root_grad)
+        kernel = self._locked(cpu_kernels.parallel_loops().grad)
         result = apply_elementwise(kernel, (g, y), compute, out, where)
         fpstatus.signal(kernel.status, "cube_root_grad")
         return result
@@ -122,7 +122,7 @@ class ParallelBackend:
         x, g, y, dx, flat = fused_outputs(x, g, out, dtype)
         if flat is not None and not _flat_path_safe(*flat):
             flat = None
-        kernel = self._locked(cpu_kernels.parallel_loops().cube_root_and_grad)
+        kernel = self._locked(cpu_kernels.parallel_loops().fused)
         if flat is None:
             xc = np.array(x, order="C")
             gc = np.array(g, order="C")

@@ -6,7 +6,7 @@ independent spot check (:mod:`cbrtgrad.verification.ulp`). Nothing here uses
 cbrtgrad's kernels, and ``np.cbrt`` is never an oracle: the cube root starts
 from the platform's ``pow(a, 1/3)`` and is refined by Newton steps whose
 residual ``a - y^3`` is computed from error-free products (the exact ``fma``
-of :mod:`cbrtgrad.kernels._primitives`).
+of :mod:`cbrtgrad.kernels.primitives`).
 
 Error bound of :func:`cbrt_reference`
 -------------------------------------
@@ -70,7 +70,7 @@ from fractions import Fraction
 import numba
 import numpy as np
 
-from ..kernels._primitives import f32_as_i32, f64_as_i64, fma, i64_as_f64
+from ..kernels.primitives import f32_as_i32, f64_as_i64, fma, i64_as_f64
 
 #: What :func:`ulp_errors` can measure: the forward, the gradient against the
 #: exact derivative at ``x``, and the gradient against ``g / (3 y^2)`` for the
