@@ -270,7 +270,7 @@ def ulp_errors(
 ) -> np.ndarray:
     """Error of each ``y[i]`` in ulp of the exact result for ``x[i]``.
 
-    The same measure as :func:`cbrtgrad.verification.ulp.mpmath_ulp_errors` (the ulp
+    The same measure as ``cbrtgrad.verification.ulp.mpmath_ulp_errors`` (the ulp
     is ``np.spacing`` of the reference rounded to ``y``'s dtype), computed
     from the double-double reference: within ``2^-46`` ulp, and
     ``errors <= 0.5`` is decided exactly (see the module docstring).
