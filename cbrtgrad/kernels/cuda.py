@@ -273,10 +273,6 @@ def _reader(dtype: np.dtype, compute: np.dtype) -> Any:
     return np.float32 if compute == np.float32 else np.float64
 
 
-#: kernel name -> number of inputs (the outputs follow them, then ``n``).
-KERNEL_INPUTS = {"forward": 1, "grad": 2, "fused": 2}
-
-
 def python_kernel(
     name: str,
     compute: np.dtype,

@@ -103,7 +103,7 @@ _DIV3_MAGIC = np.uint64(0x55555556)
 
 # The float64 fast path's plain inputs, 2^-800 <= |x| < inf, as the least and
 # the first excluded bit pattern of |x|: a block of nothing else takes
-# cube_root_f64_plain (kernels/cpu.py: forward_block_f64).
+# cube_root_f64_plain (kernels/blocks.py: forward_block_f64).
 PLAIN_F64_LOWEST = _TINY64
 PLAIN_F64_BEYOND = _INF64
 MAGNITUDE_MASK64 = _ABS64
