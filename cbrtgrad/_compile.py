@@ -61,7 +61,7 @@ def cpu_options() -> dict[str, Any]:
     Returns
     -------
     dict
-        Keyword arguments for ``numba.vectorize`` and ``numba.njit``.
+        Keyword arguments for ``numba.cfunc`` and ``numba.njit``.
 
     Examples
     --------
@@ -214,9 +214,12 @@ def preferred_vector_width(bits: int | None = None, interleave: int = 0) -> Iter
     Examples
     --------
     >>> import numba, numpy as np
+    >>> def twice(x, y):
+    ...     for i in range(x.shape[0]):
+    ...         y[i] = 2.0 * x[i]
     >>> with preferred_vector_width(256, interleave=2):
-    ...     double = numba.vectorize(["float64(float64)"])(lambda v: 2.0 * v)
-    >>> double(np.arange(3.0))
+    ...     double = numba.njit("void(float64[::1], float64[::1])")(twice)
+    >>> y = np.empty(3); double(np.arange(3.0), y); y
     array([0., 2., 4.])
     """
     width = loop_shape(512).width if bits is None else bits
@@ -325,9 +328,10 @@ def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag
 
     Examples
     --------
-    >>> from cbrtgrad.kernels import cpu, ufunc_loops
-    >>> loop = compile_cfunc(cpu.forward_loop_f32, ufunc_loops.LOOP_SIGNATURE,
-    ...                      cpu.ufunc_loop_shape("float32"), "ufunc cube_root float32", "float32")
+    >>> from cbrtgrad.kernels import cpu_ufuncs, ufunc_loops
+    >>> shape = cpu_ufuncs.ufunc_loop_shape("float32")
+    >>> loop = compile_cfunc(cpu_ufuncs.forward_loop_f32, ufunc_loops.LOOP_SIGNATURE,
+    ...                      shape, "ufunc cube_root float32", "float32")
     >>> loop.address > 0
     True
     """
@@ -371,8 +375,8 @@ def compile_njit(
     Examples
     --------
     >>> import numpy as np
-    >>> from cbrtgrad.kernels import cpu
-    >>> copy = compile_njit(cpu._copy.py_func, "void(float64[::1], float64[::1])",
+    >>> from cbrtgrad.kernels import blocks
+    >>> copy = compile_njit(blocks._copy.py_func, "void(float64[::1], float64[::1])",
     ...                     loop_shape(256), "copy float64", "float64")
     >>> y = np.zeros(2); copy(np.array([8.0, -27.0]), y); y
     array([  8., -27.])

@@ -364,7 +364,7 @@ def max_ulp_error(x: np.ndarray, y: np.ndarray, sample: int = PEER_ULP_SAMPLE) -
     True
     """
     picks = np.unique(np.linspace(0, x.size - 1, min(sample, x.size)).astype(np.intp))
-    return float(ulp.ulp_errors(x.ravel()[picks], y.ravel()[picks], ulp.cbrt_exact).max())
+    return float(ulp.mpmath_ulp_errors(x.ravel()[picks], y.ravel()[picks], ulp.cbrt_exact).max())
 
 
 @dataclass

@@ -18,8 +18,8 @@ import pytest
 
 import cbrtgrad
 from cbrtgrad.kernels import cpu
-from cbrtgrad.kernels._primitives import CPU_PRIMITIVES
 from cbrtgrad.kernels.exact_rounding import make_exact_rounding
+from cbrtgrad.kernels.primitives import CPU_PRIMITIVES
 from cbrtgrad.verification import cases
 from cbrtgrad.verification.integer_oracle import correctly_rounded_cbrt
 

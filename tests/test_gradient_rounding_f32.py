@@ -1,4 +1,4 @@
-"""The float32 gradient's fast path and its second pass (kernels/cpu.py, grad_block).
+"""The float32 gradient's fast path and its second pass (kernels/blocks.py, grad_block).
 
 The fast path rounds the float64 quotient q64 to float32; that double rounding
 is wrong only where q64 is itself a float32 midpoint, and those lanes go to the
@@ -35,15 +35,19 @@ def _correctly_rounded(g: np.float32, y: np.float32) -> np.float32:
     return min(candidates, key=lambda c: abs(Fraction(float(c)) - exact))
 
 
+_grad_fast = cpu.FORMULAS.cube_root_grad_f32_fast
+_grad_one_element = cpu.FORMULAS.cube_root_grad_f32
+
+
 @numba.njit
 def _fast(g, y):  # type: ignore[no-untyped-def]
-    return cpu._cube_root_grad_f32_fast(g, y)
+    return _grad_fast(g, y)
 
 
 @numba.njit(error_model="numpy")
 def _scalar_kernel(g, y, dx):  # type: ignore[no-untyped-def]
     for i in range(y.shape[0]):
-        dx[i] = cpu._cube_root_grad_f32(g[i], y[i])
+        dx[i] = _grad_one_element(g[i], y[i])
 
 
 @pytest.mark.parametrize(("g", "y"), MIDPOINT_PAIRS)

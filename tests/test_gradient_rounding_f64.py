@@ -16,8 +16,8 @@ import pytest
 
 import cbrtgrad
 from cbrtgrad.kernels import cpu
-from cbrtgrad.kernels._primitives import CPU_PRIMITIVES
 from cbrtgrad.kernels.exact_rounding import make_exact_rounding
+from cbrtgrad.kernels.primitives import CPU_PRIMITIVES
 
 from .backends._cases import same_bits
 
@@ -40,11 +40,15 @@ def _exact(g: np.ndarray, y: np.ndarray) -> np.ndarray:
     )
 
 
+_grad_fast = cpu.FORMULAS.cube_root_grad_f64_fast
+_grad_one_element = cpu.FORMULAS.cube_root_grad_f64
+
+
 @numba.njit
 def _hard_flags(g, y):  # type: ignore[no-untyped-def]
     flags = np.zeros(g.shape[0], np.bool_)
     for i in range(g.shape[0]):
-        flags[i] = cpu._cube_root_grad_f64_fast(g[i], y[i])[1]
+        flags[i] = _grad_fast(g[i], y[i])[1]
     return flags
 
 
@@ -52,7 +56,7 @@ def _hard_flags(g, y):  # type: ignore[no-untyped-def]
 def _scalar_kernel(g, y):  # type: ignore[no-untyped-def]
     out = np.empty_like(y)
     for i in range(y.shape[0]):
-        out[i] = cpu._cube_root_grad_f64(g[i], y[i])
+        out[i] = _grad_one_element(g[i], y[i])
     return out
 
 

@@ -33,15 +33,18 @@ import hashlib, json, sys
 import numpy as np
 import cbrtgrad
 from cbrtgrad import _compile
-from cbrtgrad.kernels import cpu
+from cbrtgrad.kernels import blocks
 dtype = np.dtype(sys.argv[1])
 x = np.concatenate([np.linspace(-1e3, 1e3, 4099), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]])
 y = cbrtgrad.cbrt(x.astype(dtype))
-others = {
-    name: len(getattr(cpu, name).signatures)
-    for name in ("forward_block_f32", "forward_block_f64", "grad_block", "_cube_root_f32",
-                 "_cube_root_grad_f64")
+functions = {
+    "forward_block_f32": blocks.forward_block_f32,
+    "forward_block_f64": blocks.forward_block_f64,
+    "grad_block": blocks.grad_block,
+    "cube_root_f32": blocks.FORMULAS.cube_root_f32,
+    "cube_root_grad_f64": blocks.FORMULAS.cube_root_grad_f64,
 }
+others = {name: len(function.signatures) for name, function in functions.items()}
 print(json.dumps({"built": _compile.built_kernels(), "compiled_functions": others,
                   "digest": hashlib.sha256(y.tobytes()).hexdigest()}))
 """
@@ -76,7 +79,7 @@ def test_first_float64_call_compiles_only_its_loop_then_loads_it(tmp_path):
     # kernel, no gradient, no parallel loop.
     assert first["built"] == {"ufunc cube_root float64": "compiled"}
     assert first["compiled_functions"]["forward_block_f64"] == 1
-    for name in ("forward_block_f32", "grad_block", "_cube_root_f32", "_cube_root_grad_f64"):
+    for name in ("forward_block_f32", "grad_block", "cube_root_f32", "cube_root_grad_f64"):
         assert first["compiled_functions"][name] == 0, name
     assert first["digest"] == _digest("float64")
     # A second process loads it from the cache: nothing compiled, same bits.

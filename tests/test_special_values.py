@@ -61,7 +61,7 @@ def test_grad_at_infinity_and_nan(dtype):
     g = np.array([1.0, -1.0, np.nan, 1.0], dtype)
     y = np.array([np.inf, np.inf, 1.0, np.nan], dtype)
     # NOTE: the vectorised float64 loop raises a spurious "invalid" flag for
-    # y = inf (a known limitation, see kernels/formulas.py); values are exact.
+    # y = inf (a known limitation, see kernels/formulas_f64.py: grad_parts_f64); values are exact.
     with np.errstate(all="ignore"):
         dx = cg.cbrt_grad(g, y)
     assert dx[0] == 0 and not np.signbit(dx[0])
@@ -77,7 +77,7 @@ def test_roots_of_the_clamped_float32_patterns():
     # the kernels give for them.
     import mpmath
 
-    from cbrtgrad.kernels import formulas
+    from cbrtgrad.kernels import formulas_f32 as formulas
     from cbrtgrad.verification.exhaustive import is_correctly_rounded
 
     xs = np.array([2.0**-101, np.finfo(np.float32).max], np.float32)

@@ -77,10 +77,10 @@ def _load_tool(name: str):  # type: ignore[no-untyped-def]
 
 
 def test_float32_quadratic_is_the_fit_the_kernel_uses():
-    # The coefficients in formulas.py are the tool's minimax quadratic (to the
+    # The coefficients in formulas_f32.py are the tool's minimax quadratic (to the
     # precision Lawson's iteration reaches), and their error, by mpmath, is
     # the 2^-27.4 docs/mathematics.md uses.
-    from cbrtgrad.kernels import formulas
+    from cbrtgrad.kernels import formulas_f32 as formulas
 
     tool = _load_tool("fit_cbrt_f32_series")
     coefficients, worst = tool.fit(-0.00705, 6e-7)
@@ -101,10 +101,10 @@ def test_float32_newton_step_range_covers_every_float32():
 
 
 def test_float64_inverse_polynomial_is_the_fit_the_kernel_uses():
-    # The coefficients in formulas.py are the tool's minimax polynomial, and
+    # The coefficients in formulas_f64.py are the tool's minimax polynomial, and
     # its error, by mpmath, is the 2^-32.2 docs/mathematics.md uses (the
     # proof needs 2^-31.5).
-    from cbrtgrad.kernels import formulas
+    from cbrtgrad.kernels import formulas_f64 as formulas
 
     tool = _load_tool("fit_cbrt_f64_inverse")
     coefficients, worst = tool.fit(-0.0993, 0.1064)

@@ -42,8 +42,8 @@ import numpy as np
 from cbrtgrad import api
 from cbrtgrad._isa import host_isa
 from cbrtgrad.kernels import cpu
-from cbrtgrad.kernels._primitives import CPU_PRIMITIVES
 from cbrtgrad.kernels.exact_rounding import make_exact_rounding
+from cbrtgrad.kernels.primitives import CPU_PRIMITIVES
 from cbrtgrad.verification import cases
 from cbrtgrad.verification.integer_oracle import correctly_rounded_cbrt
 
@@ -155,7 +155,7 @@ def check_random(n: int, chunk: int = 10_000_000) -> int:
     for seed in range(max(1, n // chunk)):
         x = _random(chunk, 2000 + seed)
         # The same inputs without those under 2^-800: blocks of nothing but
-        # plain inputs, which take the plain fast path (kernels/cpu.py:
+        # plain inputs, which take the plain fast path (kernels/blocks.py:
         # forward_block_f64); nearly every block of x has a tiny input.
         plain = np.ascontiguousarray(x[np.abs(x) >= 2.0**-800])
         for backend in ("cpu", "parallel"):

@@ -1,6 +1,6 @@
 """The float64 forward's inverse cube root: the range it must cover and its minimax polynomial.
 
-``inverse_cbrt_f64`` in ``cbrtgrad/kernels/formulas.py`` starts from the bit
+``inverse_cbrt_f64`` in ``cbrtgrad/kernels/formulas_f64.py`` starts from the bit
 trick's ``r0`` (``inverse_cbrt_guess_f64``), forms ``e = a r0^3 - 1`` and returns
 ``r = r0 (1 + e Q(e))``, with ``1 + e Q(e)`` a degree-6 polynomial close to
 ``(1 + e)^(-1/3)`` in relative error; the proof of correct rounding needs
@@ -35,17 +35,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _minimax import lawson  # noqa: E402
 
-from cbrtgrad.kernels import cpu, formulas  # noqa: E402
-from cbrtgrad.kernels._primitives import i64_as_f64  # noqa: E402
+from cbrtgrad.kernels import cpu, formulas_f64  # noqa: E402
+from cbrtgrad.kernels.primitives import i64_as_f64  # noqa: E402
 
 _guess = cpu.FORMULAS.inverse_cbrt_guess_f64
 KERNEL_COEFFICIENTS = (
-    formulas._Q0,
-    formulas._Q1,
-    formulas._Q2,
-    formulas._Q3,
-    formulas._Q4,
-    formulas._Q5,
+    formulas_f64._Q0,
+    formulas_f64._Q1,
+    formulas_f64._Q2,
+    formulas_f64._Q3,
+    formulas_f64._Q4,
+    formulas_f64._Q5,
 )
 #: Degree of Q: 1 + e Q(e) has degree 6.
 DEGREE = 5

@@ -77,7 +77,7 @@ class ParallelBackend:
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
         compute = _dtypes.compute_dtype_of(x, dtype=dtype)
-        kernel = self._locked(cpu_kernels.parallel_loops().cube_root)
+        kernel = self._locked(cpu_kernels.parallel_loops().forward)
         result = apply_elementwise(kernel, (x,), compute, out, where)
         fpstatus.signal(kernel.status, "cube_root")  # after out= is written, as numpy
         return result
@@ -88,12 +88,12 @@ class ParallelBackend:
         constant = constant_operand(g, y, out, where)
         if constant is not None:
             dx = np.empty_like(y)
-            kernel = self._locked(cpu_kernels.parallel_loops().cube_root_grad_constant)
+            kernel = self._locked(cpu_kernels.parallel_loops().grad_constant)
             kernel(constant, y.reshape(-1), dx.reshape(-1))
             fpstatus.signal(kernel.status, "cube_root_grad")
             return dx
         compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
-        kernel = self._locked(cpu_kernels.parallel_loops().cube_root_grad)
+        kernel = self._locked(cpu_kernels.parallel_loops().grad)
         result = apply_elementwise(kernel, (g, y), compute, out, where)
         fpstatus.signal(kernel.status, "cube_root_grad")
         return result
@@ -108,7 +108,7 @@ class ParallelBackend:
             flat[0].flags.writeable and flat[1].flags.writeable and not fused_overlap(*flat)
         ):
             flat = None
-        kernel = self._locked(cpu_kernels.parallel_loops().cube_root_and_grad)
+        kernel = self._locked(cpu_kernels.parallel_loops().fused)
         if flat is None:
             xc = np.array(x, order="C")
             gc = np.array(g, order="C")

@@ -44,10 +44,9 @@ THREADS_PER_BLOCK = 256
 #: The simulator runs every thread of a block as a Python thread: keep it small.
 SIMULATOR_THREADS_PER_BLOCK = 32
 #: Each kernel's shape: (elements each thread loads before it computes, the
-#: register cap ptxas compiles it with, None for its own choice). Measured on
-#: an H200 at 2^28 elements (tools/gpu_check.py --sweep; docs/kernels.md, "The
-#: CUDA kernels"): 8 elements in up to 96 registers for all but the float64
-#: forward, whose 4 in ptxas's own 54 registers were faster than 8 in 92.
+#: register cap ptxas compiles it with, None for its own choice), the fastest
+#: of a sweep on an H200 (tools/gpu_check.py --sweep; the figures are in
+#: docs/kernels.md, "The CUDA kernels").
 KERNEL_SHAPES = {
     ("forward", "float32"): (8, 96),
     ("grad", "float32"): (8, 96),
@@ -272,10 +271,6 @@ def _reader(dtype: np.dtype, compute: np.dtype) -> Any:
         to_single, to_double = _half_readers()
         return to_single if compute == np.float32 else to_double
     return np.float32 if compute == np.float32 else np.float64
-
-
-#: kernel name -> number of inputs (the outputs follow them, then ``n``).
-KERNEL_INPUTS = {"forward": 1, "grad": 2, "fused": 2}
 
 
 def python_kernel(

@@ -41,8 +41,8 @@ def simulating() -> bool:
     """Whether numba's CUDA target is the simulator (``NUMBA_ENABLE_CUDASIM=1``).
 
     Read once: numba chooses its CUDA target when it is imported, for the
-    process (and every GPU call asks, several times: a profile on an H200
-    found these lookups at 4 % of a call).
+    process (and every GPU call asks, several times: the lookups showed in the
+    profile of a call in docs/generated/gpu_check_h200.txt).
 
     Examples
     --------

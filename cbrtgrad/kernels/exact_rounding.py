@@ -58,7 +58,7 @@ def make_exact_rounding(prims: Any, jit: Callable[[Callable[..., Any]], Any]) ->
     Examples
     --------
     >>> import numba
-    >>> from cbrtgrad.kernels._primitives import CPU_PRIMITIVES
+    >>> from cbrtgrad.kernels.primitives import CPU_PRIMITIVES
     >>> exact = make_exact_rounding(CPU_PRIMITIVES, numba.njit)
     >>> lower = 2.0; upper = 2.0 + 2.0**-51   # m^3 = 8 + 3 * 2^-50 + ...
     >>> bool(exact.above_midpoint_cubed(8.0 + 2.0**-49, lower, upper))

@@ -1,628 +1,115 @@
 """The scalar cube-root formulas, written once and compiled for every target.
 
-:func:`make_formulas` takes a namespace of primitives (an exact ``fma`` and
-four bit casts) and a ``jit`` decorator, and returns the compiled scalar
-functions. The numba CPU ufuncs, the parallel ufuncs and the CUDA device
+:func:`make_formulas` takes a namespace of primitives (multiply, add and
+subtract rounded once each, exact ``fma`` and four bit casts) and a ``jit``
+decorator, and returns the compiled scalar functions as a :class:`Formulas`.
+The numba CPU ufuncs, the multi-threaded ``prange`` loops and the CUDA device
 functions are all built from this one source, so every backend that uses it
-gives the same bits.
+gives the same bits. The formulas themselves, with their proofs' outlines,
+are in :mod:`cbrtgrad.kernels.formulas_f64` and
+:mod:`cbrtgrad.kernels.formulas_f32`.
 
-The algorithm is branch-free so that LLVM vectorises the ufunc loop: every
-``a if cond else b`` below becomes a vector select, and special values are
+The algorithm is branch-free so that LLVM vectorises the loops: every
+``a if cond else b`` becomes a vector select, and special values are
 classified on the integer bit pattern (integer compares raise no floating-point
 flags, so numpy never sees a spurious ``invalid`` or ``overflow``).
 
-float64, correctly rounded for every input (the proof is in
-docs/mathematics.md, "Correct rounding in float64"):
-
-1. ``r ~ |x|^(-1/3)`` from an exponent bit trick (``K - bits/3`` on the high
-   32 bits of the pattern, about 3.5 % relative error), then
-   ``r = r0 (1 + e Q(e))`` with ``e = x r0^3 - 1`` and ``1 + e Q(e)`` the
-   minimax polynomial of degree 6 of ``(1 + e)^(-1/3)``: 2^-32.2. The
-   products ``x r0`` and ``r0^2`` stay normal up to the largest float64, so
-   only tiny inputs need rescaling.
-2. ``y0 = x r^2`` and the residual ``x - y0^3`` computed almost exactly: with
-   ``a + b = y0*y0`` exactly (one ``fma``), ``x - y0*a`` is exact before its one
-   rounding and ``y0*b`` is folded in by one more ``fma`` (error 2^-80.8 x).
-3. A correction of Halley's order, ``c = t + 2 t^2 r`` with
-   ``t = residual r^2 / 3``: ``y0 + c`` is within 2^-79.8 of the root, through
-   the exact relation ``r^2 = y0 / x`` (up to one rounding), whatever r's error.
-4. The rounding test: ``y0 + (c + tol)`` and ``y0 + (c - tol)`` rounded, with
-   ``tol = 2^-77 y0``; if they agree, that is the correctly rounded root. If
-   not (about one input in 10^7), :func:`cube_root_f64_fast` (or, for a
-   block with no zero, inf, nan or tiny input, :func:`cube_root_f64_plain`,
-   the same arithmetic without their selects) says the lane is hard, and
-   :func:`cube_root_f64_exact` decides between ``y0 + c`` rounded and its
-   neighbour by the exact sign of ``x - m^3`` at their midpoint, in integers
-   (:mod:`cbrtgrad.kernels.exact_rounding`).
-
-float32, correctly rounded for every input (checked exhaustively, all 2^32):
-
-1. ``r ~ |x|^(-1/3)`` in float32 arithmetic: the float32 bit trick and one
-   Newton step (with a float32 fma), so that ``e = x r^3 - 1`` lies in
-   [-0.0069938, 5.4e-7] (measured over every float32). float32 lanes are half
-   the width of float64 ones, and a few ulp of float32 rounding here do not
-   matter: step 2 measures ``e`` in float64.
-2. In float64, ``y0 = x r^2``, ``u = y0 r = 1 + e`` and ``y1 = y0 P(u)``
-   with ``P`` the minimax quadratic of ``u^(-2/3)`` on that range (two fmas):
-   ``y1 = x^(1/3)`` within 2^-27.4, where step 3 needs 2^-25.
-3. ``t`` is ``y1`` cut to float32 precision (a mask on its float64 bits), and
-   the correct result is ``t`` or its successor ``t + ulp``: the true root is
-   within 2^-27.4 of ``y1``, so whenever it lies outside ``[t, t + ulp]`` it
-   is still nearer to the one of the two on its side (docs/mathematics.md).
-   Which one is decided exactly by the midpoint ``m = t + ulp/2`` (``t``'s
-   bits or 2^28): ``m`` has 25 significant bits, so ``m*m`` is exact in
-   float64 and ``fma(-m*m, m, x)`` is ``x - m^3`` rounded once, whose sign is
-   exact. No float32 cube root is a
-   midpoint (``m^3`` needs 73 or more bits), so there are no ties. NOTE: the
-   sign comes from one fma, not ``(x - hi) - lo``: a compiler that contracts
-   ``x - hi`` (NVVM does by default) would break the two-step form.
-
-The gradient ``g / (3 y^2)`` is computed from the saved output ``y``. float32:
-correctly rounded for that ``y`` whenever the result is a normal float32 (the
-float64 quotient, where ``3 y^2`` is exact, locates it, and the same exact
-midpoint test as the forward decides; below 2^-126 the float64 quotient is
-rounded once more, see the kernel). float64: correctly rounded wherever
-``|g| >= 2^-968`` and the result lies in [2^-968, 2^1020) in magnitude:
-``3 y^2`` as a double-double, one correction of the quotient (within
-2^-100.9), a rounding test, and for the rare lane that fails it the exact
-sign of ``|g| - 3 m y^2`` at the midpoint ``m``, in integers
-(docs/mathematics.md). Against the exact derivative
-at ``x`` it carries the rounding of ``y`` too: ``y`` is off by up to half an
-ulp, which ``1/y^2`` doubles and the change of binade can stretch to 1.73 ulp of
-the result, so the bound is 1.73 + 0.5 = 2.23 ulp whatever the kernel does
-(measured: 2.21 in float32).
+The gradient ``g / (3 y^2)`` is computed from the saved output ``y`` and
+correctly rounded for that ``y`` (where each module says). Against the exact
+derivative at ``x`` it carries the rounding of ``y`` too: ``y`` is off by up
+to half an ulp, which ``1/y^2`` doubles and the change of binade can stretch
+to 1.73 ulp of the result, so the bound is 1.73 + 0.5 = 2.23 ulp whatever the
+kernel does (measured: 2.21 in float32).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import SimpleNamespace
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from .exact_rounding import make_exact_rounding
-
-# float64 bit patterns
-_SIGN64 = np.int64(-0x8000000000000000)
-_INF64 = np.int64(0x7FF0000000000000)
-_ONE64 = np.int64(0x3FF0000000000000)
-# |x| < 2^-800 is rescaled by 2^300 so that the residual terms (about
-# 2^-106 |x|) stay normal; large |x| needs no rescaling (see the Newton step).
-# The scalings are integer adds to the exponent field (exact for normal
-# operands and results, and one instruction instead of a select and a
-# multiply): 300 up for the input, 100 down for its cube root.
-_TINY64 = np.int64(0x0DF0000000000000)
-_MIN_NORMAL64 = np.int64(0x0010000000000000)
-_UP_EXPONENT = np.int64(300 << 52)
-_DOWN_EXPONENT = np.int64(100 << 52)
-# A subnormal's bit pattern is its significand m, an integer below 2^52. Under
-# the exponent of 2^-722 those bits are 2^-722 + m 2^-774, so subtracting
-# 2^-722 leaves m 2^-774 = |x| 2^300 exactly (both operands normal), as the
-# other tiny inputs are scaled, with no int64 -> float64 conversion (see the
-# bit trick's NOTE).
-# The mask keeps the other lanes' bits finite (no flag from the subtraction).
-_SIGNIFICAND64 = np.int64((1 << 52) - 1)
-_SUBNORMAL_EXPONENT = np.int64((1023 - 722) << 52)
-_SUBNORMAL_OFFSET = 2.0**-722
-_ABS64 = np.int64(0x7FFFFFFFFFFFFFFF)
-_QUIET64 = np.int64(1 << 51)
-# The fast path's error bound is 2^-79.8 relative (docs/mathematics.md); the
-# test uses 2^-77, with room for the roundings of c +- tolerance: lanes whose
-# root may lie that close to a midpoint go to the exact path.
-_ROUNDING_TOLERANCE = 2.0**-77
-_TOLERANCE_EXPONENT = np.int64(77 << 52)
-# The gradient's refined path runs for 2^-400 <= |y| < 2^400, its rounding
-# test for 2^-968 <= |g| and 2^-968 <= |q| < 2^1020: there the residual and
-# the correction t (about 2^-53 q) keep 2^-101 |q| of absolute precision (a
-# subnormal t would not) and the neighbours of q are normal. The test's
-# tolerance: 2^-98, four times the bound 2^-100.9 of q + t, with room for the
-# roundings of t +- tolerance (docs/mathematics.md).
-_GRAD_LO64 = np.int64(0x26F0000000000000)
-_GRAD_HI64 = np.int64(0x58F0000000000000)
-_GRAD_EXACT_LO64 = np.int64(0x0370000000000000)
-_GRAD_Q_HI64 = np.int64(0x7FB0000000000000)
-_GRAD_TOLERANCE = 2.0**-98
-# Magic constant of the inverse cube root bit trick for float64 (Moroz et al.):
-# bits(r0) = K - bits(x) / 3 gives |r0 * x^(1/3) - 1| < 0.035.
-# NOTE: the trick runs on the high 32 bits of the pattern (sign, exponent and
-# 20 significand bits): AVX2 has no packed int64 <-> float64 conversion (that
-# is AVX-512DQ; LLVM turns each one into a scalar conversion per lane), and
-# floor(h / 3) is the high word of h * 0x55555556 (the signed-division
-# multiplier, exact for every h < 2^31: checked for all of them), one
-# 32 x 32 -> 64 bit multiply (vpmuludq) with no shift after it. The magic's
-# high 32 bits are Moroz et al.'s; its low 32 bits are zero, so that their
-# low word is the product's low word. Together the two move the guess by
-# under 2^-19 relative: e = x r0^3 - 1 lies in [-0.09925, 0.10628], so
-# |r0 z - 1| < 0.0343, for every positive normal float64
-# (tools/fit_cbrt_f64_inverse.py range).
-_INV_CBRT_MAGIC64 = np.uint64(0x553EF0FF << 32)
-_DIV3_MAGIC = np.uint64(0x55555556)
-
-# The float64 fast path's plain inputs, 2^-800 <= |x| < inf, as the least and
-# the first excluded bit pattern of |x|: a block of nothing else takes
-# cube_root_f64_plain (kernels/cpu.py: forward_block_f64).
-PLAIN_F64_LOWEST = _TINY64
-PLAIN_F64_BEYOND = _INF64
-MAGNITUDE_MASK64 = _ABS64
-
-# float32 bit patterns
-_SIGN32 = np.int32(-0x80000000)
-_INF32 = np.int32(0x7F800000)
-_MIN_NORMAL32 = np.int32(0x00800000)
-_ABS32 = np.int32(0x7FFFFFFF)
-_QUIET32 = np.int32(1 << 22)
-# Magic constant of the float32 inverse cube root bit trick, chosen (over all
-# significands of three binades) for the smallest |x r^3 - 1| after the one
-# Newton step that follows it: 0.0070.
-_INV_CBRT_MAGIC32 = np.int32(0x54A21E2E)
-_THIRD32 = np.float32(1.0 / 3.0)
-_MINUS_THIRD32 = np.float32(-1.0 / 3.0)
-_FOUR_THIRDS32 = np.float32(4.0 / 3.0)
-# A float32 subnormal's significand (its bit pattern, < 2^23) times 2^-101 is
-# 2^48 times its value, a normal float32; its cube root is 2^16 times larger,
-# which 16 subtracted from the root's exponent field undoes exactly (the cube
-# root of a subnormal, at least 2^-49.7, is a normal float32).
-_SUBNORMAL_UP32 = np.float32(2.0**-101)
-_SUBNORMAL_ROOT_DOWN32 = np.int64(16 << 23)
-# The roots the arithmetic gives for the two patterns zero, inf and nan are
-# clamped to (2^-149 and the largest float32, whose xs are 2^-101 and
-# (2 - 2^-23) 2^127): their correctly rounded cube roots, 0x1.428a30p-34 and
-# 0x1.965feap+42, as bit patterns (tests/test_special_values.py checks them
-# against mpmath and against the kernels).
-_ROOT_OF_CLAMPED_ZERO32 = np.int64(0x2EA14518)
-_ROOT_OF_CLAMPED_INF32 = np.int64(0x54CB2FF5)
-# One float32 ulp and half of one, in units of the float64 bit pattern
-# (52 - 23 bits below it), and the mask that cuts a float64 to float32 precision.
-_ULP32_AS_I64 = np.int64(1 << 29)
-_HALF_ULP32_AS_I64 = np.int64(1 << 28)
-_FLOAT32_PRECISION_MASK = np.int64(~((1 << 29) - 1))
-_BELOW_FLOAT32_PRECISION = np.int64((1 << 29) - 1)
-# The gradient's float32 results below 2^-126 (as float64 bits) are subnormal.
-_MIN_NORMAL32_AS_F64 = np.int64(0x3810000000000000)
-# P(u) = P0 + P1 u + P2 u^2, the minimax quadratic of u^(-2/3) in relative
-# error on u = 1 + e, -0.00705 <= e <= 6e-7 (the range of xs r^3 - 1 after the
-# float32 Newton step, over every float32, is [-0.0069938, 5.4e-7]): its error
-# is at most 2^-27.44 there, and step 3 needs only 2^-25 (docs/mathematics.md).
-# Fitted by tools/fit_cbrt_f32_series.py (which rechecks that error with mpmath).
-_P0 = 2.227469062053254
-_P1 = -1.7882853863052686
-_P2 = 0.5608163297178594
-
-_THIRD = 1.0 / 3.0
-# fl(2/3) is exactly 2 fl(1/3) (the same significand), so the plain path's
-# t2 = R fl(r^2 fl(2/3)) is exactly twice the t = R fl(r^2 fl(1/3)) of the
-# proof (docs/mathematics.md), and its c2 twice c.
-_TWO_THIRDS = 2.0 / 3.0
-# 1 + e Q(e), the minimax polynomial of (1 + e)^(-1/3) in relative error on
-# -0.0993 <= e <= 0.1064, where e = a r0^3 - 1 lies for every positive normal
-# float64 ([-0.099245, 0.106279] with the bit trick above): its error is at
-# most 2^-32.24 there, and the proof needs 2^-31.5 (docs/mathematics.md).
-# NOTE: one polynomial instead of Newton steps: three steps cost 13
-# multiplies and fmas per element, this 10, and the AVX-512 loop is bound by
-# its multiply pipes (docs/kernels.md, "Measured choices").
-# Fitted by tools/fit_cbrt_f64_inverse.py (which rechecks that error with mpmath).
-_Q0 = -0.3333333452215546
-_Q1 = 0.22222216593348892
-_Q2 = -0.17283007088614413
-_Q3 = 0.14404979471316054
-_Q4 = -0.12665922086428433
-_Q5 = 0.11055036078836863
+from .formulas_f32 import make_formulas_f32
+from .formulas_f64 import make_formulas_f64
 
 
-def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> SimpleNamespace:
+@dataclass(frozen=True)
+class Formulas:
+    """The compiled scalar formulas of one target.
+
+    The whole kernels, one element at a time (the CUDA threads call these):
+
+    Attributes
+    ----------
+    cube_root_f64, cube_root_f32 : function
+        ``x -> cbrt(x)``, correctly rounded.
+    cube_root_grad_f64, cube_root_grad_f32 : function
+        ``(g, y) -> g / (3 y^2)``, correctly rounded for that ``y``.
+
+    The two passes the CPU's vector loops run instead (a branch-free fast
+    path over a block, then the exact path for its few hard lanes):
+
+    cube_root_f64_fast : function
+        ``x -> (y, hard)``: ``y`` is the result unless ``hard`` is nonzero.
+    cube_root_f64_plain : function
+        ``cube_root_f64_fast`` for ``2^-800 <= |x| < inf`` only: the same
+        bits without the specials' selects.
+    cube_root_f64_exact : function
+        ``x -> cbrt(x)`` for a hard lane.
+    cube_root_grad_f64_fast, cube_root_grad_f32_fast : function
+        ``(g, y) -> (dx, hard)``.
+    cube_root_grad_f64_exact : function
+        ``(g, y) -> dx`` for a hard lane (the float32 one is
+        ``cube_root_grad_f32`` itself).
+
+    The first steps, which the tools that fit the constants measure on their own:
+
+    inverse_cbrt_guess_f64 : function
+        The float64 bit trick, ``|x|^(-1/3)`` within 0.0343
+        (tools/fit_cbrt_f64_inverse.py).
+    inverse_cbrt_f32 : function
+        The float32 bit trick and Newton step (tools/fit_cbrt_f32_series.py).
+    """
+
+    cube_root_f64: Any
+    cube_root_f32: Any
+    cube_root_grad_f64: Any
+    cube_root_grad_f32: Any
+    cube_root_f64_fast: Any
+    cube_root_f64_plain: Any
+    cube_root_f64_exact: Any
+    cube_root_grad_f64_fast: Any
+    cube_root_grad_f32_fast: Any
+    cube_root_grad_f64_exact: Any
+    inverse_cbrt_guess_f64: Any
+    inverse_cbrt_f32: Any
+
+
+def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formulas:
     """Compile the scalar formulas against one target's primitives.
 
     Parameters
     ----------
     prims : namespace
-        ``fma``, ``f64_as_i64``, ``i64_as_f64``, ``f32_as_i32`` and
-        ``i32_as_f32`` for the target.
+        ``mul``, ``add``, ``sub`` and ``mul32`` (rounded once each), ``fma``
+        and ``fma32`` (exact), ``f64_as_i64``, ``i64_as_f64``,
+        ``f32_as_i32`` and ``i32_as_f32`` for the target
+        (:data:`cbrtgrad.kernels.primitives.CPU_PRIMITIVES`,
+        :func:`cbrtgrad.kernels.cuda_primitives.cuda_primitives`).
     jit : callable
         The decorator that compiles a scalar (device) function for the target,
         e.g. ``numba.njit(inline="always")`` or ``numba.cuda.jit(device=True)``.
 
     Returns
     -------
-    types.SimpleNamespace
-        ``cube_root_f64``, ``cube_root_f32``, ``cube_root_grad_f64`` and
-        ``cube_root_grad_f32``, each a compiled scalar function.
+    Formulas
+        The 12 compiled scalar functions.
 
     Examples
     --------
     >>> import numba
-    >>> from cbrtgrad.kernels._primitives import CPU_PRIMITIVES
+    >>> from cbrtgrad.kernels.primitives import CPU_PRIMITIVES
     >>> f = make_formulas(CPU_PRIMITIVES, numba.njit)
     >>> float(f.cube_root_f64(-27.0))
     -3.0
     """
-    fma = prims.fma
-    fma32 = prims.fma32
-    exact_rounding = make_exact_rounding(prims, jit)
-    above_midpoint_cubed = exact_rounding.above_midpoint_cubed
-    above_midpoint_times_square = exact_rounding.above_midpoint_times_square
-    mul = prims.mul
-    add = prims.add
-    sub = prims.sub
-    mul32 = prims.mul32
-    f64_as_i64 = prims.f64_as_i64
-    i64_as_f64 = prims.i64_as_f64
-    f32_as_i32 = prims.f32_as_i32
-    i32_as_f32 = prims.i32_as_f32
-
-    @jit
-    def inverse_cbrt_guess_f64(ax):  # type: ignore[no-untyped-def]
-        # The bit trick: |ax^(1/3) r0 - 1| <= 0.0343 for normal, positive,
-        # finite ax. floor(high / 3) lands in the high 32 bits of the
-        # product; its low 32 bits (the multiply's remainder bits) move r0
-        # by under 2^-20 (relative) and save the mask that would clear them.
-        high = np.uint64(f64_as_i64(ax)) >> np.uint64(32)
-        return i64_as_f64(np.int64(_INV_CBRT_MAGIC64 - high * _DIV3_MAGIC))
-
-    @jit
-    def inverse_cbrt_f64(ax):  # type: ignore[no-untyped-def]
-        # |ax^(1/3) r - 1| <= 2^-32 for normal, positive, finite ax:
-        # r = r0 (1 + e)^(-1/3) with e = ax r0^3 - 1, the factor a minimax
-        # polynomial 1 + e Q(e) (see the coefficients' NOTE). ax r0 and r0^2
-        # stay normal up to the largest float64: no rescaling.
-        r = inverse_cbrt_guess_f64(ax)
-        e = fma(mul(ax, r), mul(r, r), -1.0)
-        q = fma(e, _Q5, _Q4)
-        q = fma(e, q, _Q3)
-        q = fma(e, q, _Q2)
-        q = fma(e, q, _Q1)
-        q = fma(e, q, _Q0)
-        return fma(mul(r, e), q, r)
-
-    @jit
-    def scaled_input_f64(x):  # type: ignore[no-untyped-def]
-        # The operand of the arithmetic: |x|, or 1.0 for the specials (±0,
-        # ±inf, nan) so that it raises no floating-point flag, scaled by
-        # 2^300 below 2^-800 (tiny). Returns (ix, sign, special, tiny, ax).
-        ix = f64_as_i64(x)
-        sign = ix & _SIGN64
-        iax = ix ^ sign
-        # iax == 0 or iax >= inf, as one unsigned compare.
-        special = np.uint64(iax - np.int64(1)) >= np.uint64(_INF64 - np.int64(1))
-        iax = _ONE64 if special else iax
-        tiny = iax < _TINY64
-        # NOTE: no arithmetic may see a subnormal operand: x86 takes a
-        # microcode assist of about 100 cycles for each (see the constants).
-        subnormal = iax < _MIN_NORMAL64
-        offset_bits = (iax & _SIGNIFICAND64) | _SUBNORMAL_EXPONENT
-        from_subnormal = sub(i64_as_f64(offset_bits), _SUBNORMAL_OFFSET)
-        scaled = i64_as_f64(iax + (_UP_EXPONENT if tiny else np.int64(0)))
-        ax = from_subnormal if subnormal else scaled
-        return ix, sign, special, tiny, ax
-
-    @jit
-    def cube_root_residual_f64(ax):  # type: ignore[no-untyped-def]
-        # (r, r2, y0, residual): y0 = ax r^2 from r within 2^-32 of
-        # ax^(-1/3), and the residual ax - y0^3 almost exactly (a + b = y0^2
-        # exactly, ax - y0 a exact inside the fma).
-        r = inverse_cbrt_f64(ax)
-        r2 = mul(r, r)
-        y0 = mul(ax, r2)
-        a = mul(y0, y0)
-        b = fma(y0, y0, -a)
-        residual = fma(-y0, b, fma(-y0, a, ax))
-        return r, r2, y0, residual
-
-    @jit
-    def cube_root_parts_f64(ax):  # type: ignore[no-untyped-def]
-        # y0 + c = cbrt(ax) within 2^-79.8 relative (docs/mathematics.md):
-        # the Halley-order correction c = t + 2 t^2 r with
-        # t = residual r^2 / 3.
-        r, r2, y0, residual = cube_root_residual_f64(ax)
-        t = mul(residual, mul(r2, _THIRD))
-        c = fma(mul(t, add(r, r)), t, t)
-        return y0, c
-
-    @jit
-    def finish_f64(ix, sign, special, tiny, y):  # type: ignore[no-untyped-def]
-        # Undo the scaling, put the sign back; the specials come back as they
-        # came, a signaling nan quieted (IEEE 754, as glibc and CORE-MATH do).
-        iy = f64_as_i64(y) - (_DOWN_EXPONENT if tiny else np.int64(0))
-        iax = ix ^ sign
-        quiet = _QUIET64 if iax > _INF64 else np.int64(0)
-        iy = (iax | quiet) if special else iy
-        return i64_as_f64(iy | sign)
-
-    @jit
-    def cube_root_f64_fast(x):  # type: ignore[no-untyped-def]
-        # (y, hard): y is the correctly rounded cube root unless hard is
-        # nonzero, about one input in 10^7 (the vector loops redo those lanes
-        # with cube_root_f64_exact in a second pass). Branch-free.
-        ix = f64_as_i64(x)
-        sign = ix & _SIGN64
-        iax = ix ^ sign
-        # iax == 0 or iax >= inf, as one unsigned compare; and with the tiny
-        # inputs (below 2^-800, subnormals included), as another.
-        special = np.uint64(iax - np.int64(1)) >= np.uint64(_INF64 - np.int64(1))
-        unusual = np.uint64(iax - _TINY64) >= np.uint64(_INF64 - _TINY64)
-        # NOTE: the specials and the tiny inputs run the arithmetic on 1.0
-        # (no flag, no subnormal operand); the tiny ones are sent to the
-        # exact path, which scales them: they are rare in data, and their
-        # scaling would cost every lane about 7 vector operations here.
-        ax = 1.0 if unusual else i64_as_f64(iax)
-        y0, c = cube_root_parts_f64(ax)
-        # The root lies in [y0 + c - tol y0, y0 + c + tol y0]; if both ends
-        # round to the same double, so does the root (rounding is monotonic).
-        # c +- tol y0 in one fma each: the product is exact (a power of two
-        # times y0), so this is the rounding of c +- tol y0 the proof counts.
-        # The tiny lanes get a tolerance of 1.0 (their operand is 1.0), which
-        # makes them fail the test: one select rather than a flag of their own.
-        tol = 1.0 if unusual ^ special else _ROUNDING_TOLERANCE
-        up = add(y0, fma(y0, tol, c))
-        down = add(y0, fma(-y0, tol, c))
-        # NOTE: hard is the xor of the two patterns (nonzero when they
-        # differ), a 64-bit lane like the data: a loop or-ing it up needs no
-        # packing of compare masks (measured, docs/kernels.md).
-        hard = f64_as_i64(up) ^ f64_as_i64(down)
-        # The specials come back as they came, a signaling nan quieted.
-        quiet = _QUIET64 if iax > _INF64 else np.int64(0)
-        iy = (iax | quiet) if special else f64_as_i64(up)
-        return i64_as_f64(iy | sign), hard
-
-    @jit
-    def cube_root_f64_plain(x):  # type: ignore[no-untyped-def]
-        # cube_root_f64_fast for 2^-800 <= |x| < inf only (the vector loops
-        # check a block for other inputs first): the same arithmetic, the
-        # same bits, without the selects for the specials and tiny inputs.
-        ix = f64_as_i64(x)
-        sign = ix & _SIGN64
-        r, r2, y0, residual = cube_root_residual_f64(i64_as_f64(ix ^ sign))
-        # NOTE: the correction as c2 = 2c exactly (t2 = 2t: see _TWO_THIRDS),
-        # which saves the vector add r + r; each c +- tol is then one
-        # fma(c2, 0.5, +-tol), which halves c2 exactly inside it: the same
-        # bits as cube_root_parts_f64's c, 4 % faster on AVX-512 (Zen 4). The
-        # full fast path keeps c: there tol y0 is a multiply, and the halving
-        # would move one more operation onto the multiply pipes.
-        t2 = mul(residual, mul(r2, _TWO_THIRDS))
-        c2 = fma(mul(t2, r), t2, t2)
-        # 2^-77 y0 by the exponent field, exactly (y0 >= 2^-267 here): an
-        # integer operation, off the multiply pipes that bound this loop.
-        tol = i64_as_f64(f64_as_i64(y0) - _TOLERANCE_EXPONENT)
-        up = add(y0, fma(c2, 0.5, tol))
-        down = add(y0, fma(c2, 0.5, -tol))
-        iy = f64_as_i64(up)
-        return i64_as_f64(iy | sign), iy ^ f64_as_i64(down)
-
-    @jit
-    def cube_root_f64_exact(x):  # type: ignore[no-untyped-def]
-        # The correctly rounded cube root of any float64, for the lanes the
-        # fast path cannot decide: the result is y0 + c rounded or its
-        # neighbour on the side of the rounding error, and the exact sign of
-        # ax - m^3 at their midpoint m decides (kernels/exact_rounding.py).
-        ix, sign, special, tiny, ax = scaled_input_f64(x)
-        y0, c = cube_root_parts_f64(ax)
-        hi = add(y0, c)
-        lo = sub(c, sub(hi, y0))  # exact: |y0| >= |c|
-        step = np.int64(1) if lo > 0.0 else np.int64(-1)
-        neighbour = i64_as_f64(f64_as_i64(hi) + step)
-        lower = min(hi, neighbour)
-        upper = max(hi, neighbour)
-        rounded = upper if above_midpoint_cubed(ax, lower, upper) else lower
-        return finish_f64(ix, sign, special, tiny, rounded)
-
-    @jit
-    def cube_root_f64(x):  # type: ignore[no-untyped-def]
-        # Correctly rounded, one element at a time (CUDA threads, scalar
-        # code); the CPU loops run the two passes instead.
-        y, hard = cube_root_f64_fast(x)
-        return cube_root_f64_exact(x) if hard != 0 else y
-
-    @jit
-    def inverse_cbrt_f32(xs):  # type: ignore[no-untyped-def]
-        # Step 1 of the float32 forward, in float32: r ~ xs^(-1/3) for a
-        # normal positive float32 xs, by the bit trick and one Newton step
-        # r (4 - xs r^3) / 3 (xs r^3 as (xs r) r^2, never subnormal), with
-        # -0.0069938 <= xs r^3 - 1 <= 5.4e-7 for every such xs
-        # (tools/fit_cbrt_f32_series.py measures it).
-        guess = _INV_CBRT_MAGIC32 - np.int32(mul32(np.float32(f32_as_i32(xs)), _THIRD32))
-        r = i32_as_f32(np.int32(guess))
-        return mul32(r, fma32(mul32(mul32(xs, r), mul32(r, r)), _MINUS_THIRD32, _FOUR_THIRDS32))
-
-    @jit
-    def cube_root_f32(x):  # type: ignore[no-untyped-def]
-        ix = np.int32(f32_as_i32(x))
-        sign = np.int32(ix & _SIGN32)
-        iax = np.int32(ix ^ sign)
-        # The arithmetic runs on |x| clamped to the finite nonzero patterns
-        # (two integer min/max, no flag, no subnormal result): a zero as the
-        # least subnormal, an infinity or nan as the largest float. Those
-        # lanes (where the clamp changed the pattern) return x itself at the
-        # end.
-        normal = min(max(iax, np.int32(1)), np.int32(_INF32 - np.int32(1)))
-        # NOTE: no arithmetic may see a subnormal operand (a microcode assist
-        # of about 100 cycles on x86): a subnormal's significand, its bit
-        # pattern, is converted as an integer and scaled into the normal range,
-        # xs = 2^48 |x|, and its root, 2^16 times too large, is scaled back by
-        # an integer subtraction from the float32 result's exponent field.
-        subnormal = normal < _MIN_NORMAL32
-        xs = mul32(np.float32(normal), _SUBNORMAL_UP32) if subnormal else i32_as_f32(normal)
-        # The last step of every lane is one integer added to the bits of the
-        # root of xs, chosen here. For finite nonzero x it is the sign and the
-        # subnormal rescaling. For a clamped lane the root of xs is a known
-        # constant (of 2^-101 for a zero, of the largest float for inf and
-        # nan), and the integer turns that constant into x itself, a
-        # signaling nan quieted (IEEE 754), its payload kept.
-        # NOTE: only this integer stays live through the arithmetic, instead
-        # of x, |x|, the clamped pattern and the rescaling: fewer spills, and
-        # room for a third vector iteration in flight on AVX2 (measured,
-        # docs/kernels.md). The sums are in int64 and cut to int32 as the
-        # hardware's wrapping add (numpy's int32 scalars, in the CUDA
-        # simulator, would warn of the overflow).
-        quiet = _QUIET32 if iax > _INF32 else np.int32(0)
-        ordinary = np.int64(sign) - (_SUBNORMAL_ROOT_DOWN32 if subnormal else np.int64(0))
-        clamped = np.int64(ix | quiet) - (
-            _ROOT_OF_CLAMPED_ZERO32 if subnormal else _ROOT_OF_CLAMPED_INF32
-        )
-        adjust = ordinary if normal == iax else clamped
-        # Step 1, float32: r ~ xs^(-1/3), within 0.0070 (relative, as xs r^3).
-        r = inverse_cbrt_f32(xs)
-        # Step 2, float64 (every float32 is a normal float64): y1 = y0 P(u)
-        # with u = xs r^3 = 1 + e, P the minimax quadratic of u^(-2/3).
-        ax = np.float64(xs)
-        rd = np.float64(r)
-        y0 = mul(ax, mul(rd, rd))
-        u = mul(y0, rd)
-        y1 = mul(y0, fma(u, fma(u, _P2, _P1), _P0))
-        # Step 3: t or t + ulp, by the sign of x - m^3 (its sign bit: a
-        # select on it is one blend, a comparison with 0.0 three operations).
-        t = f64_as_i64(y1) & _FLOAT32_PRECISION_MASK
-        m = i64_as_f64(t | _HALF_ULP32_AS_I64)
-        above = f64_as_i64(fma(-mul(m, m), m, ax)) >= np.int64(0)
-        t = t + _ULP32_AS_I64 if above else t
-        iy = np.int32(f32_as_i32(np.float32(i64_as_f64(t))))
-        return i32_as_f32(np.int32(np.int64(iy) + adjust))
-
-    @jit
-    def grad_parts_f64(g, y):  # type: ignore[no-untyped-def]
-        # g / (3 y^2) as q + t: q = g (1 / big) and t, one Newton correction,
-        # with 3 y^2 as a double-double (big + big_lo, error-free products):
-        # |q + t - g / (3 y^2)| < 2^-100.9 |q| (docs/mathematics.md).
-        # Refined only for 2^-400 <= |y| < 2^400 (every cube root of a finite
-        # float64 is there) and 0 < |q| < inf (one unsigned compare: ±0 and
-        # ±inf are exact already); elsewhere q + t is the plain expression
-        # (t = 0). The refinement runs on sanitised operands so that it raises
-        # no spurious flag. NOTE: at y = 0 this is IEEE division: ±inf (sign
-        # of g) and nan for g = 0, with numpy's divide/invalid warnings, as
-        # JAX gives. NOTE: LLVM assumes the default FP environment and may
-        # compute an fma before the select that sanitises its operands, so
-        # the vectorised loop still raises "invalid" for y = ±inf and for
-        # g = ±inf (the results, ±0 and ±inf, are right).
-        ay = f64_as_i64(y) & _ABS64
-        in_range = (ay >= _GRAD_LO64) & (ay < _GRAD_HI64)
-        ys = y if in_range else 1.0
-        a = mul(ys, ys)
-        b = fma(ys, ys, -a)
-        big = mul(3.0, a)
-        big_lo = fma(3.0, b, fma(3.0, a, -big))
-        reciprocal = 1.0 / (big if in_range else mul(3.0, mul(y, y)))
-        q = mul(g, reciprocal)
-        aq = f64_as_i64(q) & _ABS64
-        use = in_range & (np.uint64(aq - np.int64(1)) < np.uint64(_INF64 - np.int64(1)))
-        qs = q if use else 0.0
-        residual = fma(-qs, big_lo, fma(-qs, big, g if use else 0.0))
-        t = mul(residual, reciprocal if use else 0.0)
-        return q, t, use
-
-    @jit
-    def grad_bracket_f64(q, t, use):  # type: ignore[no-untyped-def]
-        # q + t rounded with t moved by +- the tolerance: if both agree, that
-        # is the correctly rounded quotient. Other lanes run on 1.0 and 0.0.
-        qs = q if use else 1.0
-        ts = t if use else 0.0
-        tolerance = mul(abs(qs), _GRAD_TOLERANCE)
-        return add(qs, add(ts, tolerance)), add(qs, sub(ts, tolerance))
-
-    @jit
-    def cube_root_grad_f64_fast(g, y):  # type: ignore[no-untyped-def]
-        # The branch-free first pass: q + t rounded, and whether the lane is
-        # hard (the rounding test failed). A hard lane may also be one the
-        # test does not apply to (see cube_root_grad_f64_exact): keeping that
-        # check out of the vector loop costs nothing there.
-        q, t, use = grad_parts_f64(g, y)
-        up, down = grad_bracket_f64(q, t, use)
-        # Select rather than rely on q + 0.0: that turns -0.0 into +0.0.
-        return add(q, t) if use else q, up != down
-
-    @jit
-    def cube_root_grad_f64_exact(g, y):  # type: ignore[no-untyped-def]
-        # For a hard lane: the correctly rounded quotient is one of the two
-        # adjacent roundings up and down, decided by the exact sign of
-        # |g| - 3 m y^2 at their midpoint m (kernels/exact_rounding.py),
-        # where the test applies (|g|, |q| >= 2^-968, |q| < 2^1020); elsewhere
-        # q + t rounded, about half an ulp.
-        q, t, use = grad_parts_f64(g, y)
-        up, down = grad_bracket_f64(q, t, use)
-        ag = f64_as_i64(g) & _ABS64
-        aq = f64_as_i64(q) & _ABS64
-        exact_ok = use & (ag >= _GRAD_EXACT_LO64) & (aq >= _GRAD_EXACT_LO64) & (aq < _GRAD_Q_HI64)
-        if not exact_ok:
-            return add(q, t) if use else q
-        lower = min(abs(up), abs(down))
-        upper = max(abs(up), abs(down))
-        above = above_midpoint_times_square(abs(g), lower, upper, abs(y))
-        magnitude = upper if above else lower
-        return i64_as_f64(f64_as_i64(magnitude) | (f64_as_i64(g) & _SIGN64))
-
-    @jit
-    def cube_root_grad_f64(g, y):  # type: ignore[no-untyped-def]
-        # Correctly rounded where the test applies, one element at a time
-        # (CUDA threads, scalar code); the CPU loops run the two passes.
-        dx, hard = cube_root_grad_f64_fast(g, y)
-        return cube_root_grad_f64_exact(g, y) if hard else dx
-
-    @jit
-    def round_quotient_f32(q, big, g):  # type: ignore[no-untyped-def]
-        # The float32 nearest to g / big, given q within 2^-50 of it (relative)
-        # and big = 3 y^2 exact: t = |q| cut to float32 precision, and the sign
-        # of |g| - m big at the midpoint m decides between t and t + ulp,
-        # exactly, as in the forward (no ties: m big has 26 or more
-        # significant bits, g 24). NOTE: special operands need no select:
-        # q = ±inf or nan makes m a quiet nan (no flag, the comparison is
-        # false, t stays inf or nan), and q = ±0 gives a negative difference.
-        t = (f64_as_i64(q) & _ABS64) & _FLOAT32_PRECISION_MASK
-        m = i64_as_f64(t | _HALF_ULP32_AS_I64)
-        t = t + _ULP32_AS_I64 if fma(-m, big, abs(np.float64(g))) > 0.0 else t
-        # The sign is g's (3 y^2 > 0 or nan).
-        magnitude = np.float32(i64_as_f64(t))
-        return i32_as_f32(np.int32(f32_as_i32(magnitude) | (f32_as_i32(g) & _SIGN32)))
-
-    @jit
-    def cube_root_grad_f32(g, y):  # type: ignore[no-untyped-def]
-        # NOTE: float64(g) / (3 y^2) rounded to float32 is a double rounding:
-        # about one (g, y) pair in 4e8 lands within a float64 half-ulp of a
-        # float32 midpoint and is rounded the wrong way (0.5000000002 ulp).
-        # The quotient q64 (error 2^-53) only locates the answer, which
-        # round_quotient_f32 decides exactly.
-        yd = np.float64(y)
-        big = mul(3.0, mul(yd, yd))  # exact: 3 times a 48-bit square
-        q64 = np.float64(g) / big
-        # Below 2^-126 the result is a float32 subnormal, on a coarser grid
-        # than the test's: there q64 is rounded directly (exact ties, which
-        # exist there, go to even; a quotient within 2^-53 of a grid midpoint
-        # but not on it could be rounded the wrong way).
-        tiny = (f64_as_i64(q64) & _ABS64) < _MIN_NORMAL32_AS_F64
-        rounded = round_quotient_f32(q64, big, g)
-        return np.float32(q64) if tiny else rounded
-
-    @jit
-    def cube_root_grad_f32_fast(g, y):  # type: ignore[no-untyped-def]
-        # The branch-free first pass of the CPU loops: the float64 quotient
-        # q64 (3 y^2 exact, one rounding) rounded to float32 once more, and
-        # whether that may differ from cube_root_grad_f32. Rounding is
-        # monotone, so q64 and the exact quotient lie on the same side of
-        # every float32 midpoint unless q64 is that midpoint itself (its 29
-        # bits below float32 precision are 1 followed by zeros); the exact
-        # quotient is never a midpoint (see round_quotient_f32). So the one
-        # rounding is the correctly rounded result except there: those lanes
-        # are hard (about one in 2^28) and the caller runs cube_root_grad_f32
-        # on them. Everywhere else this is that kernel's result bit for bit:
-        # it rounds q64 once too below 2^-126 and on overflow, and its nans
-        # carry g's sign, as here (a 0/0 nan would carry the CPU's).
-        yd = np.float64(y)
-        q64 = np.float64(g) / mul(3.0, mul(yd, yd))
-        midpoint = (f64_as_i64(q64) & _BELOW_FLOAT32_PRECISION) == _HALF_ULP32_AS_I64
-        magnitude = f32_as_i32(np.float32(q64)) & _ABS32
-        result = i32_as_f32(np.int32(magnitude | (f32_as_i32(g) & _SIGN32)))
-        return result, midpoint
-
-    return SimpleNamespace(
-        inverse_cbrt_guess_f64=inverse_cbrt_guess_f64,
-        inverse_cbrt_f64=inverse_cbrt_f64,
-        inverse_cbrt_f32=inverse_cbrt_f32,
-        cube_root_f64=cube_root_f64,
-        cube_root_f64_fast=cube_root_f64_fast,
-        cube_root_f64_exact=cube_root_f64_exact,
-        cube_root_f64_plain=cube_root_f64_plain,
-        cube_root_f32=cube_root_f32,
-        cube_root_grad_f64=cube_root_grad_f64,
-        grad_parts_f64=grad_parts_f64,
-        cube_root_grad_f64_fast=cube_root_grad_f64_fast,
-        cube_root_grad_f64_exact=cube_root_grad_f64_exact,
-        cube_root_grad_f32=cube_root_grad_f32,
-        cube_root_grad_f32_fast=cube_root_grad_f32_fast,
-    )
+    return Formulas(**make_formulas_f64(prims, jit), **make_formulas_f32(prims, jit))

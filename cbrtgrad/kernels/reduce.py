@@ -26,7 +26,7 @@ import numba
 import numpy as np
 
 from .. import _compile
-from . import cpu
+from . import lazy
 
 #: Elements per block: small enough to spread 10^6 elements over the threads,
 #: large enough that the per-block cost (one float64 store) is negligible.
@@ -63,7 +63,7 @@ def _build() -> Any:
 
 def _kernel() -> Any:
     # Compiled on first use, once per process, like every cpu kernel.
-    return cpu._cached("sum_float32", _build)
+    return lazy.once("sum_float32", _build)
 
 
 def sum_float32(x: np.ndarray) -> np.float32:

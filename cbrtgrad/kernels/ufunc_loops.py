@@ -5,8 +5,8 @@ once per element, so a kernel cannot look at a block of results before it
 returns. The correctly rounded kernels need that: their branch-free fast paths
 leave a few lanes undecided (about one in 10^7 for the float64 cube root, one
 in 2^28 for the float32 gradient), and a second pass over just those lanes
-(:func:`cbrtgrad.kernels.cpu.forward_block_f64`,
-:func:`cbrtgrad.kernels.cpu.grad_block`) keeps the vector loop free of
+(:func:`cbrtgrad.kernels.blocks.forward_block_f64`,
+:func:`cbrtgrad.kernels.blocks.grad_block`) keeps the vector loop free of
 branches. This module compiles such a block function into a ufunc inner loop
 (a ``numba.cfunc`` with numpy's loop signature) and makes the ufunc from the
 loops, as numba's own ufunc builder does (``numba.np.ufunc._internal.fromfunc``).
@@ -80,7 +80,7 @@ def unary_block_loop(block: Any, args: Any, dims: Any, steps: Any, like: Any) ->
 
     numba code only: a ufunc inner loop (numpy's ``(args, dims, steps, data)``)
     calls it with its block function and a scalar of its dtype
-    (:func:`cbrtgrad.kernels.cpu.forward_loop_f64` and the like).
+    (:func:`cbrtgrad.kernels.cpu_ufuncs.forward_loop_f64` and the like).
     """
     raise NotImplementedError("unary_block_loop is only callable from numba-compiled code")
 
@@ -226,7 +226,7 @@ def make_block_ufunc(
 
     The loops are compiled now, for every dtype, and not cached on disk:
     cbrtgrad's own kernels build theirs one dtype at a time
-    (:func:`cbrtgrad.kernels.cpu.ufunc`); this is for other block functions.
+    (:func:`cbrtgrad.kernels.cpu_ufuncs.ufunc`); this is for other block functions.
 
     Parameters
     ----------

@@ -24,8 +24,8 @@ import numba
 import numpy as np
 
 from .. import _progress
-from ..kernels._primitives import f32_as_i32, fma, i32_as_f32
 from ..kernels.cpu import cube_root
+from ..kernels.primitives import f32_as_i32, fma, i32_as_f32
 
 TOTAL = 1 << 32
 CHUNK = 1 << 26

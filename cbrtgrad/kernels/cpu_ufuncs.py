@@ -1,0 +1,226 @@
+"""The single-thread CPU kernels: numpy ufuncs around the block functions.
+
+The ufuncs have exactly two loops each, ``float32`` and ``float64``, so numpy's
+own loop selection gives the force-fp32 policy for free: a float16 input is
+cast to float32 (the first loop it can be cast to safely) and the result is
+float32. Integer and bool inputs are sent to the float64 loop by
+:mod:`cbrtgrad._dtypes` before the call, as ``np.cbrt`` would (numpy itself
+would pick float32 for int8 and int16).
+
+Each inner loop is compiled (or loaded from the on-disk cache) on first use,
+for one dtype (:func:`ufunc`), so a float64 forward compiles nothing else.
+The ufuncs keep their names, ``cube_root`` and ``cube_root_grad``: they are
+what numpy shows a user (``__name__``, ``__array_ufunc__`` overrides).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import _compile
+from . import lazy
+from .blocks import forward_block_f32, forward_block_f64, grad_block
+from .ufunc_loops import LOOP_SIGNATURE, binary_block_loop, ufunc_from_loops, unary_block_loop
+
+
+@dataclass(frozen=True)
+class CpuUfuncs:
+    """The single-thread numpy ufuncs (:func:`fused_blocks` combines them).
+
+    Attributes
+    ----------
+    cube_root : numpy.ufunc
+        The forward, ``y = cbrt(x)``, loops ``f->f`` and ``d->d``.
+    cube_root_grad : numpy.ufunc
+        The grad, ``dx = g / (3 y^2)``, loops ``ff->f`` and ``dd->d``.
+    """
+
+    cube_root: np.ufunc
+    cube_root_grad: np.ufunc
+
+
+#: Elements per block of :func:`fused_blocks` (the y just written must still
+#: be in cache when the grad reads it back).
+SERIAL_BLOCK = 1 << 16
+
+
+def fused_blocks(
+    ufuncs: CpuUfuncs, x: np.ndarray, g: np.ndarray, y: np.ndarray, dx: np.ndarray
+) -> None:
+    """The fused kernel on one thread: forward then grad over L2-sized blocks of 1-D arrays.
+
+    NOTE: a numba loop writing both y and dx is not vectorised by LLVM (numba
+    gives it no noalias information); the two vectorised ufuncs over blocks of
+    ``SERIAL_BLOCK`` elements are, and the block of y just written is still in
+    cache when the grad reads it, so x and g cross memory once
+    (docs/kernels.md, "Measured choices").
+
+    Examples
+    --------
+    >>> x = np.array([8.0, -27.0]); g = np.array([12.0, 27.0])
+    >>> y = np.empty(2); dx = np.empty(2)
+    >>> f64 = CpuUfuncs(ufunc("cube_root", np.float64), ufunc("cube_root_grad", np.float64))
+    >>> fused_blocks(f64, x, g, y, dx); y, dx
+    (array([ 2., -3.]), array([1., 1.]))
+    """
+    n = x.shape[0]
+    for start in range(0, n, SERIAL_BLOCK):
+        stop = start + SERIAL_BLOCK
+        yb = y[start:stop]
+        ufuncs.cube_root(x[start:stop], out=yb)
+        ufuncs.cube_root_grad(g[start:stop], yb, out=dx[start:stop])
+
+
+#: SIMD width per loop (bits), capped by ``CBRTGRAD_VECTOR_WIDTH``.
+#: NOTE: the float32 loops compute in float64, so at 256 bits they already
+#: fill zmm registers with 8 lanes; at 512 (16 lanes, two zmm halves) the
+#: forward was slower (docs/kernels.md, "SIMD shape per CPU"), so float32
+#: stays at 256.
+LOOP_WIDTHS = {"float32": 256, "float64": 512}
+
+#: Interleave counts, per (kernel, dtype), that differ from the ISA's default
+#: (:data:`cbrtgrad._compile.INTERLEAVE_BY_ISA`), for the ufuncs and the
+#: ``prange`` loops alike. NOTE: the forwards' chains are long (about 30
+#: dependent operations in float64, 30 in float32): on AVX2 three vector
+#: iterations in flight beat two (for float32 only since its one integer kept
+#: to the end freed the registers), and on AVX-512 (32 vector registers) the
+#: float64 forward is fastest at 4 and the 256-bit float32 forward at 3, where
+#: LLVM's cost model picks 2 and 1; measured on an AMD Zen 4 only
+#: (docs/kernels.md, "Measured choices").
+LOOP_INTERLEAVE = {
+    ("forward", "float64"): {"AVX2": 3, "AVX-512": 4},
+    ("forward", "float32"): {"AVX2": 3, "AVX-512": 3},
+}
+
+
+def ufunc_loop_shape(dtype: str, loop: str = "forward") -> _compile.LoopShape:
+    """The SIMD shape of one ufunc loop (``forward`` or ``grad``) of one dtype, on this CPU.
+
+    Examples
+    --------
+    >>> ufunc_loop_shape("float64").width in (0, 128, 256, 512)
+    True
+    """
+    return _compile.loop_shape(LOOP_WIDTHS[dtype], interleave=LOOP_INTERLEAVE.get((loop, dtype)))
+
+
+# The ufuncs' inner loops, one module-level function per (kernel, dtype) so
+# that numba can cache each (a closure's cells would be part of its cache
+# key): that is why the float32 and float64 loops are written out apiece.
+# The loops are cbrtgrad's own block functions: the correctly rounded float64
+# forward and the gradients have a second pass over hard lanes, which a loop
+# calling a scalar function per element cannot have (ufunc_loops.py).
+def forward_loop_f32(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    unary_block_loop(forward_block_f32, args, dims, steps, np.float32(0))
+
+
+def forward_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    unary_block_loop(forward_block_f64, args, dims, steps, np.float64(0))
+
+
+def grad_loop_f32(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    binary_block_loop(grad_block, args, dims, steps, np.float32(0))
+
+
+def grad_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
+    binary_block_loop(grad_block, args, dims, steps, np.float64(0))
+
+
+#: The ufuncs: name -> (number of inputs, docstring, kernel (for the SIMD
+#: shape), {dtype: inner loop}).
+UFUNCS: dict[str, tuple[int, str, str, dict[str, Any]]] = {
+    "cube_root": (
+        1,
+        "The real cube root (cbrtgrad).",
+        "forward",
+        {"float32": forward_loop_f32, "float64": forward_loop_f64},
+    ),
+    "cube_root_grad": (
+        2,
+        "g / (3 y^2), the cube root's gradient from its output y (cbrtgrad).",
+        "grad",
+        {"float32": grad_loop_f32, "float64": grad_loop_f64},
+    ),
+}
+
+
+def _inner_loop(op: str, dtype: str) -> Any:
+    # Compiled (or loaded from the on-disk cache) once per process.
+    def build() -> Any:
+        _, _, kernel, loops = UFUNCS[op]
+        return _compile.compile_cfunc(
+            loops[dtype],
+            LOOP_SIGNATURE,
+            ufunc_loop_shape(dtype, kernel),
+            f"ufunc {op} {dtype}",
+            dtype,
+        )
+
+    return lazy.once(f"loop.{op}.{dtype}", build)
+
+
+def _build_ufunc(op: str, dtypes: tuple[str, ...]) -> np.ufunc:
+    nin, doc, _, _ = UFUNCS[op]
+    loops = {np.dtype(dtype): _inner_loop(op, dtype) for dtype in dtypes}
+    return ufunc_from_loops(op, doc, nin, loops)
+
+
+def _build_ufuncs() -> CpuUfuncs:
+    both = ("float32", "float64")
+    return CpuUfuncs(_build_ufunc("cube_root", both), _build_ufunc("cube_root_grad", both))
+
+
+def ufuncs() -> CpuUfuncs:
+    """Return the single-thread CPU kernels, compiling them on first use.
+
+    Returns
+    -------
+    CpuUfuncs
+
+    Examples
+    --------
+    >>> ufuncs().cube_root(np.array([-8.0, 27.0]))
+    array([-2.,  3.])
+    """
+    result: CpuUfuncs | None = lazy.BUILT.get("ufuncs")  # the hot path: one dict lookup
+    if result is None:
+        result = lazy.once("ufuncs", _build_ufuncs)
+    return result
+
+
+def ufunc(op: str, dtype: Any) -> np.ufunc:
+    """The single-thread ufunc of one op for one dtype, compiling or loading only its loop.
+
+    A float64 forward compiles the float64 forward loop (and what it calls)
+    and nothing else; :func:`ufuncs` has both dtypes' loops in one ufunc.
+
+    Parameters
+    ----------
+    op : {"cube_root", "cube_root_grad"}
+        The forward or the grad, by the ufunc's name.
+    dtype : dtype
+        float32 or float64 (the compute dtype: the caller casts to it).
+
+    Returns
+    -------
+    numpy.ufunc
+        One loop, ``f->f`` or ``d->d`` (``ff->f``, ``dd->d``).
+
+    Examples
+    --------
+    >>> ufunc("cube_root", np.float64)(np.array([-8.0, 27.0]))
+    array([-2.,  3.])
+    """
+    found = lazy.BUILT.get((op, dtype))  # the hot path: one dict lookup
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    if op not in UFUNCS:
+        raise ValueError(f"op must be 'cube_root' or 'cube_root_grad', got {op!r}")
+    dt = lazy.dtype_name(dtype)
+    built: np.ufunc = lazy.once(f"ufunc.{op}.{dt}", lambda: _build_ufunc(op, (dt,)))
+    with lazy.LOCK:
+        lazy.BUILT[(op, dtype)] = built
+    return built

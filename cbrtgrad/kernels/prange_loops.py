@@ -1,0 +1,294 @@
+"""The multi-threaded CPU kernels: ``prange`` loops over blocks of the block functions.
+
+NOTE: numba's parallel ``vectorize`` target does not vectorise its inner loop
+and was slower than the single-thread ufunc (docs/kernels.md, "Measured
+choices"), so the multi-threaded kernels are ``prange`` loops over blocks of
+``PARALLEL_BLOCK`` elements, each running the same vectorised block functions
+(:mod:`cbrtgrad.kernels.blocks`) as the ufuncs, so with the same bits. They
+take 1-D C-contiguous arrays; array layout is handled by the caller
+(:mod:`cbrtgrad.backends.parallel`).
+
+Each loop returns the IEEE flags its blocks raised, in numpy's bit order
+(:mod:`cbrtgrad.kernels.fpstatus`), for the caller to signal.
+
+The kernels are ``forward``, ``grad``, ``fused`` and ``grad_constant`` (the
+grad for one scalar ``g``, the gradient of a sum).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numba
+import numpy as np
+
+from .. import _compile
+from . import lazy
+from .blocks import forward_block, grad_block
+from .cpu_ufuncs import LOOP_INTERLEAVE
+from .fpstatus import FENV_MASK, block_status, clear_flags, raised_flags
+
+#: Elements per block of every loop: the fused loop's y block, just written,
+#: must still be in cache when its grad reads it back, so memory is crossed
+#: once; the other loops use the same blocks, so each thread's share is alike.
+PARALLEL_BLOCK = 2048
+
+FORWARD_SIGNATURES = ["int32(float32[::1], float32[::1])", "int32(float64[::1], float64[::1])"]
+GRAD_SIGNATURES = [
+    "int32(float32[::1], float32[::1], float32[::1])",
+    "int32(float64[::1], float64[::1], float64[::1])",
+]
+FUSED_SIGNATURES = [
+    "int32(float32[::1], float32[::1], float32[::1], float32[::1])",
+    "int32(float64[::1], float64[::1], float64[::1], float64[::1])",
+]
+GRAD_CONSTANT_SIGNATURES = [
+    "int32(float32, float32[::1], float32[::1])",
+    "int32(float64, float64[::1], float64[::1])",
+]
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _start_block():  # type: ignore[no-untyped-def]
+    # NOTE: a worker thread's flags are sticky: cleared before each block
+    # (only when one is set, as feclearexcept costs more than fetestexcept)
+    # so that a block reports what it raised itself (fpstatus.py).
+    if raised_flags(FENV_MASK):
+        clear_flags(FENV_MASK)
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _union(status):  # type: ignore[no-untyped-def]
+    raised = 0
+    for s in status:
+        raised |= s
+    return np.int32(raised)
+
+
+# NOTE: the four loops are module-level functions, written out apiece, so
+# that numba can cache each (a closure's cells would be part of its cache key).
+def _forward_loop(x, y):  # type: ignore[no-untyped-def]
+    n = x.shape[0]
+    blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
+    status = np.zeros(blocks, np.int32)
+    for block in numba.prange(blocks):
+        _start_block()
+        start = block * PARALLEL_BLOCK
+        stop = min(start + PARALLEL_BLOCK, n)
+        forward_block(x[start:stop], y[start:stop])
+        status[block] = block_status(raised_flags(FENV_MASK))
+    return _union(status)
+
+
+def _grad_loop(g, y, dx):  # type: ignore[no-untyped-def]
+    # dx may be g or y (the block loop keeps its inputs); the backend copies
+    # any other overlap first.
+    n = g.shape[0]
+    blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
+    status = np.zeros(blocks, np.int32)
+    for block in numba.prange(blocks):
+        _start_block()
+        start = block * PARALLEL_BLOCK
+        stop = min(start + PARALLEL_BLOCK, n)
+        grad_block(g[start:stop], y[start:stop], dx[start:stop])
+        status[block] = block_status(raised_flags(FENV_MASK))
+    return _union(status)
+
+
+def _fused_loop(x, g, y, dx):  # type: ignore[no-untyped-def]
+    n = x.shape[0]
+    blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
+    status = np.zeros(blocks, np.int32)
+    for block in numba.prange(blocks):
+        _start_block()
+        start = block * PARALLEL_BLOCK
+        stop = min(start + PARALLEL_BLOCK, n)
+        forward_block(x[start:stop], y[start:stop])
+        grad_block(g[start:stop], y[start:stop], dx[start:stop])
+        status[block] = block_status(raised_flags(FENV_MASK))
+    return _union(status)
+
+
+def _grad_constant_loop(g, y, dx):  # type: ignore[no-untyped-def]
+    # One value g (the gradient of a sum), read from a block-sized array so
+    # that the block loop is the same code, so the same bits, as for an array g.
+    # dx is always a new array here (see the parallel backend).
+    n = y.shape[0]
+    blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
+    status = np.zeros(blocks, np.int32)
+    for block in numba.prange(blocks):
+        _start_block()
+        start = block * PARALLEL_BLOCK
+        stop = min(start + PARALLEL_BLOCK, n)
+        grad_block(np.full(stop - start, g, y.dtype), y[start:stop], dx[start:stop])
+        status[block] = block_status(raised_flags(FENV_MASK))
+    return _union(status)
+
+
+#: The loops by name: (signatures, function).
+LOOPS: dict[str, tuple[list[str], Any]] = {
+    "forward": (FORWARD_SIGNATURES, _forward_loop),
+    "grad": (GRAD_SIGNATURES, _grad_loop),
+    "fused": (FUSED_SIGNATURES, _fused_loop),
+    "grad_constant": (GRAD_CONSTANT_SIGNATURES, _grad_constant_loop),
+}
+
+#: The names the loops had before (``parallel_loop`` still takes them).
+OLD_NAMES = {"backward": "grad", "backward_constant": "grad_constant"}
+
+#: SIMD width of the loops, per loop and dtype (default 512), capped by
+#: ``CBRTGRAD_VECTOR_WIDTH``. NOTE: the fused float32 loop (the forward and
+#: the grad inlined in one body) was slower at 512 bits than at 256, while
+#: the float32 forward alone is faster at 512 (docs/kernels.md, "Measured
+#: choices").
+PARALLEL_LOOP_WIDTHS = {("fused", "float32"): 256}
+
+
+def dtype_of(signature: str) -> str:
+    """The dtype a loop signature is for.
+
+    Examples
+    --------
+    >>> dtype_of(GRAD_CONSTANT_SIGNATURES[0])
+    'float32'
+    """
+    return "float32" if "float32" in signature else "float64"
+
+
+def parallel_loop_shape(name: str, signature: str) -> _compile.LoopShape:
+    """The SIMD shape of one parallel loop (``forward``, ``fused``...) on this CPU.
+
+    Examples
+    --------
+    >>> parallel_loop_shape("fused", "void(float32[::1])").width <= 256
+    True
+    """
+    dtype = signature.split("(", 1)[1].split("[", 1)[0].split(",", 1)[0]
+    return _compile.loop_shape(
+        PARALLEL_LOOP_WIDTHS.get((name, dtype), 512),
+        interleave=LOOP_INTERLEAVE.get((name, dtype)),
+    )
+
+
+def parallel_loop(name: str, dtype: Any) -> Any:
+    """One multi-threaded loop (``forward``, ``grad``, ``fused``, ``grad_constant``).
+
+    Compiled (or loaded from the on-disk cache) for one dtype on its first
+    use, each dtype at its own SIMD shape.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`LOOPS` (or its old name, ``backward`` or
+        ``backward_constant``).
+    dtype : dtype
+        float32 or float64.
+
+    Returns
+    -------
+    numba dispatcher
+        Compiled for that dtype's signature only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([-8.0, 27.0]); y = np.empty_like(x)
+    >>> parallel_loop("forward", x.dtype)(x, y), y  # the IEEE flags raised, and the result
+    (0, array([-2.,  3.]))
+    """
+    name = OLD_NAMES.get(name, name)
+    if name not in LOOPS:
+        raise ValueError(f"name must be one of {', '.join(LOOPS)}, got {name!r}")
+    dt = lazy.dtype_name(dtype)
+    found = lazy.BUILT.get(f"parallel.{name}.{dt}")  # the hot path: one dict lookup
+    if found is not None:
+        return found
+    signatures, function = LOOPS[name]
+    (signature,) = [s for s in signatures if dtype_of(s) == dt]
+    return lazy.once(
+        f"parallel.{name}.{dt}",
+        lambda: _compile.compile_njit(
+            function,
+            signature,
+            parallel_loop_shape(name, signature),
+            f"parallel {name} {dt}",
+            dt,
+            parallel=True,
+        ),
+    )
+
+
+class _ByDtype:
+    """One parallel loop: compiled (or loaded) for the dtype of its last array, on first use."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *arrays: Any) -> Any:
+        # The loop's IEEE flags (fpstatus.py), for the backend to signal.
+        return parallel_loop(self.name, arrays[-1].dtype)(*arrays)
+
+
+class ParallelLoops:
+    """The multi-threaded loops, each for the dtype of the arrays it is given.
+
+    NOTE: each loop is compiled (all its signatures) on its first use, not
+    all four at once: a parallel loop takes seconds to compile, and most
+    callers (``cbrtgrad verify``, a forward pass) need one or two.
+
+    Attributes
+    ----------
+    forward : callable
+        ``f(x, y)``.
+    grad : callable
+        ``f(g, y, dx)``.
+    fused : callable
+        ``f(x, g, y, dx)``.
+    grad_constant : callable
+        ``f(g, y, dx)`` for one scalar ``g`` (the gradient of a sum).
+    cube_root, cube_root_grad, cube_root_and_grad, cube_root_grad_constant : callable
+        The same four by their old names.
+
+    Each returns the IEEE flags its blocks raised, in numpy's bit order
+    (:mod:`cbrtgrad.kernels.fpstatus`), for the caller to signal.
+    """
+
+    @property
+    def forward(self) -> Callable[..., Any]:
+        return _ByDtype("forward")
+
+    @property
+    def grad(self) -> Callable[..., Any]:
+        return _ByDtype("grad")
+
+    @property
+    def fused(self) -> Callable[..., Any]:
+        return _ByDtype("fused")
+
+    @property
+    def grad_constant(self) -> Callable[..., Any]:
+        return _ByDtype("grad_constant")
+
+    cube_root = forward
+    cube_root_grad = grad
+    cube_root_and_grad = fused
+    cube_root_grad_constant = grad_constant
+
+
+def parallel_loops() -> ParallelLoops:
+    """Return the multi-threaded loops, each compiled on its first use.
+
+    Returns
+    -------
+    ParallelLoops
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([-8.0, 27.0]); y = np.empty_like(x)
+    >>> parallel_loops().forward(x, y), y
+    (0, array([-2.,  3.]))
+    """
+    result: ParallelLoops = lazy.once("parallel", ParallelLoops)
+    return result
