@@ -66,7 +66,7 @@ def curve(
     available host backend, :func:`host_backends`) and the anchors
     ``np.cbrt`` and ``scipy.special.cbrt``, all writing into a preallocated
     ``out``; each point is the best of ``repeat`` measurements (fewer above
-    10^6 elements, as in :func:`run`).
+    10^6 elements, as in :func:`cbrtgrad.bench.anchors.run`).
 
     Parameters
     ----------
