@@ -133,3 +133,15 @@ def test_best_times_measures_with_the_garbage_collector_on():
 def test_best_times_rejects_bad_arguments(functions, repeat, error, match):
     with pytest.raises(error, match=match):
         timing.best_times(functions, repeat)
+
+
+def test_a_fresh_interpreter_runs_this_processs_cbrtgrad(monkeypatch, tmp_path):
+    # bench --startup and asv time the cbrtgrad that measures, also where it
+    # is not the installed one (a checkout, a worktree).
+    import cbrtgrad
+    from cbrtgrad.bench import startup
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.chdir(tmp_path)  # `python -c` would find a cbrtgrad in the working folder
+    script = "import json, cbrtgrad; print(json.dumps({'file': cbrtgrad.__file__}))"
+    assert startup.run_fresh(script, str(tmp_path)) == {"file": cbrtgrad.__file__}

@@ -1,4 +1,4 @@
-"""The bench rows' structure (the figures themselves are checked by benchmarks)."""
+"""``cbrtgrad bench --engine``: the rows' structure (the figures are checked by benchmarks)."""
 
 import pytest
 
