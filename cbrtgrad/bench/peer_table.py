@@ -86,10 +86,11 @@ def peer_rows(
 ) -> list[PeerRow]:
     """cbrtgrad's forward (``cpu`` backend, one thread) against every vectorised peer.
 
-    For each dtype and size the same inputs (:func:`cbrtgrad.bench.inputs.bench_inputs`) go
-    through ``cbrtgrad.cbrt`` and then each peer of
-    :func:`cbrtgrad.bench.peers.find_peers`, in turn; ``rounds`` times over every
-    case, so that each case's measurements are spread over the whole run.
+    For each dtype and size the same inputs
+    (:func:`cbrtgrad.bench.inputs.bench_inputs`) go through ``cbrtgrad.cbrt``
+    and then each peer of :func:`cbrtgrad.bench.peers.find_peers`, in turn;
+    ``rounds`` times over every case, so that each case's measurements are
+    spread over the whole run.
     Each time is the best over the rounds of the best of ``repeat``
     measurements (a quarter, at least 3, above 10^6 elements), each error the
     largest over ``sample`` of the results. Absent peers get a row with the
