@@ -1,9 +1,8 @@
 """The ``cbrtgrad`` command: ``verify``, ``bench`` and ``info``.
 
-The measuring modules (:mod:`cbrtgrad.benchmarking`, :mod:`cbrtgrad.engine.bench`,
-:mod:`cbrtgrad.plotting`, the verification) and numba, llvmlite, scipy and tqdm
-are imported by the subcommands that need them, not by this module (``import
-numba`` imports scipy).
+The measuring modules (:mod:`cbrtgrad.bench`, the verification) and numba,
+llvmlite, scipy and tqdm are imported by the subcommands that need them, not
+by this module (``import numba`` imports scipy).
 """
 
 from __future__ import annotations
@@ -133,7 +132,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from . import benchmarking
+    from .bench import anchors
 
     if args.plot:
         return cmd_bench_plot(args)
@@ -144,26 +143,26 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.startup:
         return cmd_bench_startup(args)
     host = tuple(name for name in args.backends if name != "cuda")
-    rows = benchmarking.run(sizes=tuple(args.sizes), repeat=args.repeat, backends=host)
+    rows = anchors.run(sizes=tuple(args.sizes), repeat=args.repeat, backends=host)
     if "cuda" in args.backends:
         # The cuda backend takes device arrays: its rows are measured on
         # CuPy arrays against the GPU's own anchors (a copy, CuPy, JAX, PyTorch).
-        from . import gpu_benchmarking
+        from .bench import gpu
 
         status = _registry.availability("cuda")
         if not status.available or "simulator" in status.reason:
             print(f"cbrtgrad bench: the cuda backend needs a GPU: {status.reason}", file=sys.stderr)
             return 2
-        rows += gpu_benchmarking.bench_rows(tuple(args.sizes), args.repeat)
+        rows += gpu.bench_rows(tuple(args.sizes), args.repeat)
     # Every table says which CPU and vector ISA its figures are from.
     print(f"CPU: {_isa.host_isa().describe()}")
-    print(benchmarking.format_rows(rows))
+    print(anchors.format_rows(rows))
     payload: dict[str, object] = {
         "cpu": _isa.host_isa().describe(),
-        "rows": benchmarking.rows_as_dicts(rows),
+        "rows": anchors.rows_as_dicts(rows),
     }
     if args.engine:
-        from .engine import bench as engine_bench
+        from .bench import engine as engine_bench
 
         engine = engine_bench.engine_rows(repeat=args.repeat)
         print()
@@ -183,7 +182,7 @@ _TABLE_BACKENDS = ["cpu"]
 def _plot_path(text: str) -> str:
     # Checked while parsing, so that a missing matplotlib or a bad file name
     # fails at once instead of after minutes of measuring.
-    from . import plotting
+    from .bench import plotting
 
     try:
         return plotting.check_path(text)
@@ -196,13 +195,13 @@ def cmd_bench_plot(args: argparse.Namespace) -> int:
     import numba
     import scipy
 
-    from . import benchmarking, plotting
+    from .bench import curves, plotting
 
-    sizes = benchmarking.CURVE_SIZES if args.sizes == _TABLE_SIZES else tuple(args.sizes)
+    sizes = curves.CURVE_SIZES if args.sizes == _TABLE_SIZES else tuple(args.sizes)
     backends = None if args.backends == _TABLE_BACKENDS else tuple(args.backends)
-    points = benchmarking.curve(sizes=sizes, repeat=args.repeat, backends=backends)
+    points = curves.curve(sizes=sizes, repeat=args.repeat, backends=backends)
     print(f"CPU: {_isa.host_isa().describe()}")
-    print(benchmarking.format_curve(points))
+    print(curves.format_curve(points))
     isa = _isa.host_isa()
     title = (
         f"cbrtgrad {__version__} forward, {isa.cpu} ({isa.name}), "
@@ -212,7 +211,7 @@ def cmd_bench_plot(args: argparse.Namespace) -> int:
     plotting.plot_curve(points, args.plot, title=title)
     print(f"plot written to {args.plot}")
     if args.json:
-        _write_json(args.json, {"curve": benchmarking.curve_as_dicts(points)})
+        _write_json(args.json, {"curve": curves.curve_as_dicts(points)})
     return 0
 
 
@@ -220,12 +219,12 @@ def cmd_bench_startup(args: argparse.Namespace) -> int:
     """``cbrtgrad bench --startup``: import and first call in fresh interpreters."""
     import importlib.util
 
-    from . import benchmarking
+    from .bench import startup
 
     dask = importlib.util.find_spec("distributed") is not None
-    rows = benchmarking.startup_rows(runs=args.runs, dask=dask)
+    rows = startup.startup_rows(runs=args.runs, dask=dask)
     print(f"CPU: {_isa.host_isa().describe()}")
-    print(benchmarking.format_startup_rows(rows))
+    print(startup.format_startup_rows(rows))
     if not dask:
         print("(no dask LocalCluster row: distributed is not installed)")
     if args.json:
@@ -238,12 +237,12 @@ def cmd_bench_startup(args: argparse.Namespace) -> int:
 
 def cmd_bench_peers(args: argparse.Namespace) -> int:
     """``cbrtgrad bench --peers``: the forward against libmvec, SLEEF and jax."""
-    from . import benchmarking
+    from .bench import peer_table
 
-    rows = benchmarking.peer_rows(sizes=tuple(args.sizes), repeat=args.repeat)
-    print(benchmarking.format_peer_rows(rows))
+    rows = peer_table.peer_rows(sizes=tuple(args.sizes), repeat=args.repeat)
+    print(peer_table.format_peer_rows(rows))
     if args.json:
-        _write_json(args.json, {"peers": benchmarking.peer_rows_as_dict(rows)})
+        _write_json(args.json, {"peers": peer_table.peer_rows_as_dict(rows)})
     return 0
 
 
@@ -259,18 +258,18 @@ def _gigabytes(text: str) -> float:
 
 def cmd_bench_dask(args: argparse.Namespace) -> int:
     """``cbrtgrad bench --dask``: a large float32 array on a local dask cluster vs numpy."""
-    from . import benchmarking
+    from .bench import dask_table
 
     try:
         import distributed  # noqa: F401
     except ImportError:
         print("cbrtgrad bench --dask needs dask and distributed: pip install 'cbrtgrad[dask]'")
         return 2
-    rows = benchmarking.dask_rows(
+    rows = dask_table.dask_rows(
         gigabytes=args.dask_gb, n_workers=args.workers, repeat=min(args.repeat, 5)
     )
     print(f"CPU: {_isa.host_isa().describe()}")
-    print(benchmarking.format_dask_rows(rows))
+    print(dask_table.format_dask_rows(rows))
     if args.json:
         _write_json(args.json, {"dask_rows": [vars(r) for r in rows]})
     return 0

@@ -88,15 +88,15 @@ def test_bad_dask_bench_arguments_exit_2(argv):
 def test_bench_dask_prints_and_writes_the_rows(tmp_path, capsys, monkeypatch):
     # The measurement itself runs in tests/test_distributed.py on its cluster;
     # here only the command's wiring (arguments in, table and JSON out).
-    from cbrtgrad import benchmarking
+    from cbrtgrad.bench import dask_table
 
     seen = {}
 
     def rows(**kwargs):
         seen.update(kwargs)
-        return [benchmarking.DaskBenchRow("cbrt", "dask, 3 workers", 0.5, 0.25, 2.0)]
+        return [dask_table.DaskBenchRow("cbrt", "dask, 3 workers", 0.5, 0.25, 2.0)]
 
-    monkeypatch.setattr(benchmarking, "dask_rows", rows)
+    monkeypatch.setattr(dask_table, "dask_rows", rows)
     out = tmp_path / "dask.json"
     argv = ["bench", "--dask", "--dask-gb", "0.5", "--workers", "3", "--json", str(out)]
     assert cli.main(argv) == 0

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import cbrtgrad
+from cbrtgrad.bench.inputs import bench_inputs
 from cbrtgrad.kernels import cpu
 from cbrtgrad.kernels.exact_rounding import make_exact_rounding
 from cbrtgrad.kernels.primitives import CPU_PRIMITIVES
@@ -153,7 +154,7 @@ def test_plain_and_mixed_blocks_give_the_same_bits():
     # same inputs with a zero beside each one (every block mixed) give the
     # same roots as alone (every block plain).
     hard, want = _hard()
-    x = np.concatenate([hard, cases.bench_inputs(np.dtype(np.float64), 5000, seed=22)])
+    x = np.concatenate([hard, bench_inputs(np.dtype(np.float64), 5000, seed=22)])
     mixed = np.zeros(2 * x.size)
     mixed[0::2] = x
     for backend in ("cpu", "parallel"):
@@ -178,7 +179,7 @@ def test_a_block_that_is_not_plain_is_found_wherever_it_lies(special, in_place):
     # block, or in the first, sends that block, and only it, to the full
     # path; every result equals the one-element formula's, in place too.
     block = cpu.SECOND_PASS_BLOCK
-    x = cases.bench_inputs(np.dtype(np.float64), 4 * block + 300, seed=23)
+    x = bench_inputs(np.dtype(np.float64), 4 * block + 300, seed=23)
     want_plain = np.empty_like(x)
     _one_by_one(x, want_plain)
     for where in (0, block - 1, block, 2 * block - 1, 3 * block + 5, x.size - 1):

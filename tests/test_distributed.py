@@ -16,13 +16,13 @@ import pytest
 from distributed import Client, LocalCluster, wait
 
 import cbrtgrad as cg
-from cbrtgrad import benchmarking
 from cbrtgrad.backends.dask_cluster import (
     default_numba_threads,
     kernels_plugin,
     numba_threads_plugin,
     worker_env,
 )
+from cbrtgrad.bench import dask_table
 
 from .backends._cases import cases, same_bits
 
@@ -171,10 +171,10 @@ def test_out_of_core_forward_and_gradient_spill_to_disk(client):
 
 
 def test_bench_rows_on_the_cluster(client):
-    rows = benchmarking.dask_rows(gigabytes=0.004, chunk_mib=1, repeat=1, client=client)
+    rows = dask_table.dask_rows(gigabytes=0.004, chunk_mib=1, repeat=1, client=client)
     cases_measured = {(r.case, r.where) for r in rows}
     assert ("cbrt", "dask, 2 workers") in cases_measured
     assert ("np.cbrt", "one process") in cases_measured
     assert all(r.gb_per_s > 0 and r.gigabytes == pytest.approx(0.004) for r in rows)
     with pytest.raises(ValueError, match="gigabytes must be > 0"):
-        benchmarking.dask_rows(gigabytes=0, client=client)
+        dask_table.dask_rows(gigabytes=0, client=client)

@@ -1,22 +1,37 @@
-"""``import cbrtgrad`` loads the core only: no scipy, tqdm or matplotlib, no measuring module."""
+"""``import cbrtgrad`` loads the core only: no scipy, tqdm or matplotlib, no measuring module.
 
+The measuring code is the subpackage ``cbrtgrad.bench``: no core module
+imports it (checked in the source, by walking each module's imports), and
+``import cbrtgrad`` loads none of it (checked in a fresh interpreter).
+"""
+
+import ast
+import importlib
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+PACKAGE = Path(__file__).resolve().parent.parent / "cbrtgrad"
+
 MEASURING = [
+    # The old paths of cbrtgrad.bench.anchors and cbrtgrad.bench.plotting,
+    # kept as deprecation shims.
     "cbrtgrad.benchmarking",
-    "cbrtgrad.engine.bench",
     "cbrtgrad.plotting",
-    "cbrtgrad.peers",
     "cbrtgrad._progress",
     "cbrtgrad._text",
     "cbrtgrad.verification.report",
     "cbrtgrad.verification.exhaustive",
 ]
 HEAVY = ["scipy", "tqdm", "matplotlib", "mpmath", "jax", "dask"]
+
+#: The modules outside the core: the measuring package, the command line that
+#: runs it (its subcommands import it when they run) and the two shims.
+NOT_CORE = {"bench", "cli.py", "__main__.py", "benchmarking.py", "plotting.py"}
 
 
 def _loaded_after(statement):
@@ -26,14 +41,99 @@ def _loaded_after(statement):
     return set(json.loads(done.stdout))
 
 
+def _is_bench(module):
+    return module == "cbrtgrad.bench" or module.startswith("cbrtgrad.bench.")
+
+
 @pytest.mark.parametrize("statement", ["import cbrtgrad", "import cbrtgrad.cli"])
 def test_import_leaves_the_measuring_tools_out(statement):
     loaded = _loaded_after(statement)
     assert "cbrtgrad" in loaded
     assert not [m for m in MEASURING if m in loaded]
+    assert not [m for m in loaded if _is_bench(m)]
     assert not [m for m in HEAVY if m in loaded]
 
 
 def test_the_subcommand_that_measures_imports_them():
-    loaded = _loaded_after("from cbrtgrad import benchmarking")
-    assert {"cbrtgrad.benchmarking", "cbrtgrad._text", "scipy"} <= loaded
+    loaded = _loaded_after("from cbrtgrad.bench import anchors")
+    assert {"cbrtgrad.bench.anchors", "cbrtgrad._text", "scipy"} <= loaded
+
+
+def _core_modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] not in NOT_CORE:
+            yield relative
+
+
+def _imported(source, relative):
+    """Every module an ``import`` statement of ``source`` (the file ``relative``) names."""
+    # The package a relative import starts from: the file's folder, for a
+    # module and for an __init__.py alike.
+    package = ["cbrtgrad", *relative.parts[:-1]]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            start = ".".join([*base, node.module] if node.module else base)
+            yield start
+            # ``from .. import bench`` names the module in the alias.
+            yield from (f"{start}.{alias.name}" for alias in node.names)
+
+
+def test_the_core_imports_nothing_of_the_measuring_package():
+    # Every import in the source counts, also those inside functions or under
+    # TYPE_CHECKING: the core must not need cbrtgrad.bench at any time.
+    core = list(_core_modules())
+    assert Path("api.py") in core and Path("engine", "tensor.py") in core
+    offenders = {}
+    for relative in core:
+        source = (PACKAGE / relative).read_text(encoding="utf-8")
+        found = sorted(m for m in _imported(source, relative) if _is_bench(m))
+        if found:
+            offenders[str(relative)] = found
+    assert offenders == {}
+
+
+@pytest.mark.parametrize(
+    ("source", "caught"),
+    [
+        ("from ..bench import timing", True),
+        ("from .. import bench", True),
+        ("import cbrtgrad.bench.curves", True),
+        ("def f():\n    from ..bench.peers import find_peers", True),
+        ("from .. import benchmarking, engine", False),
+        ("from . import bench", False),  # cbrtgrad.engine.bench: not the package
+        ("from ._bench_helpers import x", False),
+    ],
+)
+def test_the_import_walk_resolves_relative_imports(source, caught):
+    # As if the line were in cbrtgrad/engine/ops.py.
+    names = list(_imported(source, Path("engine", "ops.py")))
+    assert any(_is_bench(m) for m in names) == caught, names
+
+
+@pytest.mark.parametrize("old", ["cbrtgrad.benchmarking", "cbrtgrad.plotting"])
+def test_each_old_name_is_its_moved_object_with_a_warning(old):
+    # The two modules docs/api.rst documented before the move: deprecation shims.
+    module = importlib.import_module(old)
+    assert module.__all__
+    for name in module.__all__:
+        with pytest.warns(DeprecationWarning) as caught:
+            moved = getattr(module, name)
+        pattern = rf"{old}\.{name} moved to (cbrtgrad\.bench\.\w+)\.{name}; .*"
+        found = re.fullmatch(pattern, str(caught[0].message))
+        assert found, caught[0].message
+        assert moved is getattr(importlib.import_module(found.group(1)), name)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        module.nothing  # noqa: B018
+
+
+def test_an_old_import_warns_at_the_importing_line():
+    from cbrtgrad.bench.anchors import run
+
+    with pytest.warns(DeprecationWarning) as caught:
+        from cbrtgrad.benchmarking import run as old_run
+    assert old_run is run
+    assert caught[0].filename == __file__

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from cbrtgrad import _progress, _text, benchmarking
+from cbrtgrad import _progress, _text
+from cbrtgrad.bench import timing
 
 
 class _Terminal(io.StringIO):
@@ -52,22 +53,22 @@ def test_best_time_is_per_call_and_setup_is_untimed():
         setups.append(1)
         time.sleep(0.01)
 
-    seconds = benchmarking.best_time(lambda: time.sleep(0.001), 3, number=2, setup=setup)
+    seconds = timing.best_time(lambda: time.sleep(0.001), 3, number=2, setup=setup)
     assert 0.001 <= seconds < 0.005  # per call, and the 10 ms setup not in it
     assert len(setups) == 4  # the warm-up measurement, then three
 
 
 def test_best_time_autorange_reaches_the_measurement_length():
     calls = []
-    seconds = benchmarking.best_time(lambda: calls.append(1), 2)
+    seconds = timing.best_time(lambda: calls.append(1), 2)
     # autorange's counts 1, 2, 5, 10, ...: as many calls as last a millisecond.
-    assert len(calls) > 10 and 0 < seconds < benchmarking.MEASUREMENT_SECONDS
+    assert len(calls) > 10 and 0 < seconds < timing.MEASUREMENT_SECONDS
 
 
 @pytest.mark.parametrize("repeat", [1, 4])
 def test_best_time_makes_repeat_measurements(repeat):
     setups = []
-    benchmarking.best_time(lambda: None, repeat, number=1, setup=lambda: setups.append(1))
+    timing.best_time(lambda: None, repeat, number=1, setup=lambda: setups.append(1))
     assert len(setups) == repeat + 1
 
 
@@ -85,7 +86,7 @@ def test_best_time_measures_with_the_garbage_collector_on():
     import gc
 
     seen = []
-    benchmarking.best_time(lambda: seen.append(gc.isenabled()), 2, number=1)
+    timing.best_time(lambda: seen.append(gc.isenabled()), 2, number=1)
     assert seen and all(seen)
 
 
@@ -99,7 +100,7 @@ def test_best_times_measures_in_turns_and_per_call():
     def fast():
         order.append("fast")
 
-    slow_s, fast_s = benchmarking.best_times([slow, fast], 3)
+    slow_s, fast_s = timing.best_times([slow, fast], 3)
     assert 0.002 <= slow_s < 0.01  # per call (autorange: one call lasts the millisecond)
     assert 0 < fast_s < slow_s / 10
     # autorange for each in order, then three rounds, each: slow's call, then fast's many.
@@ -115,7 +116,7 @@ def test_best_times_measures_with_the_garbage_collector_on():
     import gc
 
     seen = []
-    benchmarking.best_times([lambda: seen.append(gc.isenabled())], 2)
+    timing.best_times([lambda: seen.append(gc.isenabled())], 2)
     assert seen and all(seen)
 
 
@@ -131,4 +132,16 @@ def test_best_times_measures_with_the_garbage_collector_on():
 )
 def test_best_times_rejects_bad_arguments(functions, repeat, error, match):
     with pytest.raises(error, match=match):
-        benchmarking.best_times(functions, repeat)
+        timing.best_times(functions, repeat)
+
+
+def test_a_fresh_interpreter_runs_this_processs_cbrtgrad(monkeypatch, tmp_path):
+    # bench --startup and asv time the cbrtgrad that measures, also where it
+    # is not the installed one (a checkout, a worktree).
+    import cbrtgrad
+    from cbrtgrad.bench import startup
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.chdir(tmp_path)  # `python -c` would find a cbrtgrad in the working folder
+    script = "import json, cbrtgrad; print(json.dumps({'file': cbrtgrad.__file__}))"
+    assert startup.run_fresh(script, str(tmp_path)) == {"file": cbrtgrad.__file__}

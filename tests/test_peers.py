@@ -14,8 +14,10 @@ import mpmath
 import numpy as np
 import pytest
 
-from cbrtgrad import benchmarking, cli, peers
+from cbrtgrad import cli
 from cbrtgrad._isa import HostIsa, host_isa
+from cbrtgrad.bench import peer_table, peers
+from cbrtgrad.bench.inputs import bench_inputs
 from cbrtgrad.verification import cases, ulp
 
 NAMES = ("glibc libmvec", "SLEEF u10", "jax", "numpy")
@@ -44,7 +46,7 @@ def test_peer_within_its_documented_bound(dtype, name):
     peer = _peer(dtype, name)
     # An odd length, so the last elements go through the padded tail.
     x = np.concatenate(
-        [cases.random_inputs(dtype, 3001, seed=11), cases.bench_inputs(dtype, 999, seed=12)]
+        [cases.random_inputs(dtype, 3001, seed=11), bench_inputs(dtype, 999, seed=12)]
     )
     if peer.ulp_bound is None:
         # jax documents no bound. This checks the call itself: float64 really
@@ -76,7 +78,7 @@ def test_peer_special_values(dtype, name):
 @pytest.mark.parametrize(("dtype", "name"), PEER_CASES)
 def test_peer_tails_match_the_full_vectors_and_stay_in_bounds(dtype, name):
     peer = _peer(dtype, name)
-    x = cases.bench_inputs(dtype, 40, seed=13)
+    x = bench_inputs(dtype, 40, seed=13)
     whole = _call(peer, x)
     for n in range(1, 18):  # every remainder of 4 and of 8 lanes, and more than one vector
         buffer = np.full(n + 8, 7.0, dtype)
@@ -88,7 +90,7 @@ def test_peer_tails_match_the_full_vectors_and_stay_in_bounds(dtype, name):
 @pytest.mark.parametrize(("dtype", "name"), PEER_CASES)
 def test_peer_takes_empty_and_nd_arrays_and_checks_them(dtype, name):
     peer = _peer(dtype, name)
-    x = cases.bench_inputs(dtype, 12, seed=14).reshape(3, 4)
+    x = bench_inputs(dtype, 12, seed=14).reshape(3, 4)
     np.testing.assert_array_equal(_call(peer, x).ravel(), _call(peer, x.ravel()))
     assert _call(peer, x[:0]).size == 0
     with pytest.raises(TypeError):
@@ -157,7 +159,7 @@ def test_numpy_peer_is_svml_where_numpy_runs_it(monkeypatch):
         (peer,) = [p for p in peers.find_peers(dtype) if p.name == "numpy"]
         assert peer.available == uses and peer.reason == reason
         if uses:
-            x = cases.bench_inputs(np.dtype(dtype), 1000, seed=15)
+            x = bench_inputs(np.dtype(dtype), 1000, seed=15)
             assert np.array_equal(_call(peer, x), np.cbrt(x))
     monkeypatch.setitem(__cpu_features__, "AVX512_SKX", False)
     uses, reason = peers.numpy_uses_svml()
@@ -176,9 +178,9 @@ def test_jax_not_installed_is_absent(monkeypatch):
 
 
 def test_peer_table_runs_on_tiny_sizes():
-    rows = benchmarking.peer_rows(sizes=(9, 33), repeat=1, sample=9, rounds=2)
+    rows = peer_table.peer_rows(sizes=(9, 33), repeat=1, sample=9, rounds=2)
     assert len(rows) == 2 * 2 * (1 + len(NAMES))
-    ours = [r for r in rows if r.implementation == benchmarking.OURS]
+    ours = [r for r in rows if r.implementation == peer_table.OURS]
     assert len(ours) == 4 and all(r.ratio == 1.0 for r in ours)
     for r in ours:
         assert r.max_ulp <= cases.BARS[np.dtype(r.dtype)].forward_max_ulp
@@ -187,7 +189,7 @@ def test_peer_table_runs_on_tiny_sizes():
             assert r.ns_per_element is None and r.ratio is None and r.max_ulp is None
         else:
             assert r.ns_per_element > 0 and r.ratio > 0 and r.max_ulp >= 0 and r.threads >= 1
-    text = benchmarking.format_peer_rows(rows)
+    text = peer_table.format_peer_rows(rows)
     assert text.splitlines()[0] == f"CPU: {host_isa().describe()}"
     assert text.count("\n") == len(rows) + 2
 
@@ -204,9 +206,9 @@ def test_peer_table_shows_an_absent_peer(monkeypatch):
         peers._absent_call("libgone.so is not installed"),
     )
     monkeypatch.setattr(peers, "find_peers", lambda *dtypes: [absent])
-    rows = benchmarking.peer_rows(sizes=(8,), dtypes=(np.dtype(np.float64),), repeat=1)
+    rows = peer_table.peer_rows(sizes=(8,), dtypes=(np.dtype(np.float64),), repeat=1)
     assert [r.absent for r in rows] == ["", "libgone.so is not installed"]
-    assert "absent: libgone.so is not installed" in benchmarking.format_peer_rows(rows)
+    assert "absent: libgone.so is not installed" in peer_table.format_peer_rows(rows)
 
 
 def test_cli_bench_peers(tmp_path, capsys):
@@ -214,16 +216,19 @@ def test_cli_bench_peers(tmp_path, capsys):
     argv = ["bench", "--peers", "--sizes", "1000", "--repeat", "1", "--json", str(out)]
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
-    assert host_isa().describe() in text and benchmarking.OURS in text
+    assert host_isa().describe() in text and peer_table.OURS in text
     payload = json.loads(out.read_text())["peers"]
     assert payload["cpu"] == host_isa().describe()
     labels = {(r["dtype"], r["implementation"]) for r in payload["rows"]}
-    assert ("float32", benchmarking.OURS) in labels and ("float64", benchmarking.OURS) in labels
+    assert ("float32", peer_table.OURS) in labels and ("float64", peer_table.OURS) in labels
     assert len(payload["rows"]) == 2 * (1 + len(NAMES))
 
 
 def test_import_cbrtgrad_does_not_load_the_peers():
-    code = "import sys, cbrtgrad; print('cbrtgrad.peers' in sys.modules, 'jax' in sys.modules)"
+    code = (
+        "import sys, cbrtgrad; "
+        "print('cbrtgrad.bench.peers' in sys.modules, 'jax' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
 
@@ -255,4 +260,4 @@ def test_the_performance_page_has_its_peer_table():
 
 def test_peer_rows_needs_a_round():
     with pytest.raises(ValueError, match="rounds must be an integer >= 1"):
-        benchmarking.peer_rows(sizes=(8,), rounds=0)
+        peer_table.peer_rows(sizes=(8,), rounds=0)

@@ -8,8 +8,9 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from cbrtgrad import benchmarking, cli, plotting
-from cbrtgrad.benchmarking import CurvePoint
+from cbrtgrad import cli
+from cbrtgrad.bench import curves, plotting
+from cbrtgrad.bench.curves import CurvePoint
 
 
 def test_bench_plot_measures_and_draws(tmp_path, capsys):
@@ -40,7 +41,7 @@ def test_plot_defaults_to_every_host_backend(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("CPU: ")  # every table says its CPU and ISA
     header = lines[1]
-    hosts = benchmarking.host_backends()
+    hosts = curves.host_backends()
     assert "cuda" not in hosts and {"cpu", "numpy", "parallel"} <= set(hosts)
     for name in hosts:
         assert f"cbrtgrad[{name}]" in header
@@ -104,7 +105,7 @@ def test_bad_plot_path_exits_2(tmp_path, capsys, name, message):
 )
 def test_curve_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        benchmarking.curve(progress=False, **kwargs)
+        curves.curve(progress=False, **kwargs)
 
 
 def test_plot_curve_needs_points(tmp_path):

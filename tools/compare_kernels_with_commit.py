@@ -13,8 +13,8 @@ tool loads both kernels into one process and times them in turn:
    interleave) as of its commit;
 3. for each dtype and size, ``rounds`` turns of: today's ufunc, the old
    ufunc, ``np.cbrt``; each turn the best of ``repeat`` measurements
-   (:func:`cbrtgrad.benchmarking.best_time`), each figure the best over the
-   turns, on :func:`cbrtgrad.verification.cases.bench_inputs` written into
+   (:func:`cbrtgrad.bench.timing.best_time`), each figure the best over the
+   turns, on :func:`cbrtgrad.bench.inputs.bench_inputs` written into
    a preallocated ``out=``.
 
 The ufuncs are called directly, so the figures are the kernels' loops, not
@@ -42,9 +42,9 @@ import numpy as np
 
 from cbrtgrad import _text
 from cbrtgrad._isa import host_isa
-from cbrtgrad.benchmarking import best_time
+from cbrtgrad.bench.inputs import bench_inputs
+from cbrtgrad.bench.timing import best_time
 from cbrtgrad.kernels import cpu
-from cbrtgrad.verification import cases
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         inputs = []
         for d in args.dtypes:
             for n in args.sizes:
-                x = cases.bench_inputs(np.dtype(d), n, seed=1)
+                x = bench_inputs(np.dtype(d), n, seed=1)
                 out = np.empty_like(x)
                 for f in calls.values():
                     f(x, out=out)  # compiled and pages touched before timing

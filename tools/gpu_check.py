@@ -39,7 +39,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX: leave me
 
 import numpy as np  # noqa: E402
 
-from cbrtgrad.gpu_benchmarking import call_cost, events_ms, measure  # noqa: E402
+from cbrtgrad.bench.gpu import call_cost, events_ms, measure  # noqa: E402
 
 BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 

@@ -12,7 +12,7 @@ other backends' table would cost many minutes of compiling under ``--quick``.
 import numpy as np
 
 from cbrtgrad.backends import availability, get_backend, known
-from cbrtgrad.verification import cases
+from cbrtgrad.bench.inputs import BENCH_SIZES
 
 DTYPES = ["float32", "float64"]
 
@@ -43,7 +43,7 @@ class TimeBackends(_Setup):
     The cpu backend's kernels at these sizes and dtypes are ``bench_kernels.Kernels``.
     """
 
-    params = ([b for b in known() if b not in ("cpu", "parallel")], DTYPES, list(cases.BENCH_SIZES))
+    params = ([b for b in known() if b not in ("cpu", "parallel")], DTYPES, list(BENCH_SIZES))
     param_names = ["backend", "dtype", "n"]
     timeout = 120
 

@@ -1,7 +1,8 @@
 """asv benchmarks of the core kernels: time, ratio against np.cbrt, accuracy, JIT cost.
 
-The cases (dtypes, sizes, inputs, bars) come from cbrtgrad.verification.cases,
-the table the tests and ``cbrtgrad verify`` use. The kernels are the cpu
+The sizes and inputs are those of ``cbrtgrad bench`` (cbrtgrad.bench.inputs);
+the accuracy cases come from cbrtgrad.verification.cases, the table the tests
+and ``cbrtgrad verify`` use. The kernels are the cpu
 backend's, named explicitly as ``cbrtgrad bench`` does: at 10^7 elements the
 automatic choice is the parallel backend (timed in
 ``bench_backends.TimeParallel``), whose compilation every benchmark process
@@ -11,16 +12,17 @@ here would otherwise pay (see ``benchmarks/__init__.py``).
 import numpy as np
 
 import cbrtgrad as cg
-from cbrtgrad.benchmarking import best_times
+from cbrtgrad.bench.inputs import BENCH_SIZES, bench_inputs
+from cbrtgrad.bench.timing import best_times
 from cbrtgrad.verification import cases, ulp
 
 DTYPES = ["float32", "float64"]
-SIZES = list(cases.BENCH_SIZES)
+SIZES = list(BENCH_SIZES)
 BACKEND = "cpu"
 
 
 def _inputs(dtype, n):
-    return cases.bench_inputs(np.dtype(dtype), n, seed=1)
+    return bench_inputs(np.dtype(dtype), n, seed=1)
 
 
 class Kernels:

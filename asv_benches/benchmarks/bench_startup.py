@@ -8,7 +8,7 @@ first ``cbrt`` within 2 s of its workers' start. The caches are temporary
 folders (never the user's): the warm ones at fixed names under the system's
 temporary folder, reused by later runs (their key sub-folders keep them
 apart), the cold ones made per run and removed at its exit. ``cbrtgrad bench
---startup`` measures the same scripts (cbrtgrad.benchmarking).
+--startup`` measures the same scripts (cbrtgrad.bench.startup).
 
 NOTE: asv's timeraw_ runs the returned code under ``timeit`` in a new
 interpreter, after the returned setup code (untimed).
@@ -19,7 +19,7 @@ import os
 import tempfile
 
 import cbrtgrad
-from cbrtgrad import benchmarking
+from cbrtgrad.bench import startup
 
 #: The folder that holds the cbrtgrad this suite imported. NOTE: asv puts
 #: ASV_PYTHONPATH on sys.path of its benchmark processes, but the fresh
@@ -36,7 +36,7 @@ _ENV = _PATH + ("os.environ['CBRTGRAD_CACHE_DIR'] = {folder!r}; os.environ['CBRT
 def _warm_cache():
     # One warm kernel cache for every startup benchmark, filled by a fresh process.
     warm = os.path.join(tempfile.gettempdir(), "cbrtgrad-asv-warm")
-    benchmarking.run_fresh(benchmarking.STARTUP_SCRIPT, warm)
+    startup.run_fresh(startup.STARTUP_SCRIPT, warm)
     return warm
 
 

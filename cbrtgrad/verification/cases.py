@@ -2,7 +2,9 @@
 
 It feeds the tests, the benchmarks and ``cbrtgrad verify``, so a bar is stated
 once. Inputs are drawn log-uniformly over every binade, subnormals included,
-with both signs, plus exact cubes and the special values.
+with both signs, plus exact cubes and the special values. The inputs of the
+speed measurements (the magnitudes of real data) are in
+:mod:`cbrtgrad.bench.inputs`.
 """
 
 from __future__ import annotations
@@ -60,9 +62,6 @@ TEST_SIZE = 20_000
 #: Elements of each kind (forward, both gradients) per ``verify`` row that
 #: mpmath checks the vectorised reference on.
 MPMATH_CHECK_SIZE = 2000
-
-#: Array sizes and dtypes for the speed table (bench command and asv).
-BENCH_SIZES = (100_000, 10_000_000)
 
 
 def special_values(dtype: np.dtype) -> np.ndarray:
@@ -149,29 +148,6 @@ def random_inputs(dtype: np.dtype, n: int, seed: int = 0) -> np.ndarray:
     bits = rng.integers(1, int(finite_max), size=n, dtype=int_type, endpoint=True)
     x = bits.view(dtype)
     return np.where(rng.random(n) < 0.5, -x, x)
-
-
-#: The magnitudes of the benchmark inputs: log-uniform over [1e-6, 1e6].
-BENCH_DECADES = 6
-
-
-def bench_inputs(dtype: np.dtype, n: int, seed: int = 0) -> np.ndarray:
-    """``n`` benchmark inputs: magnitudes log-uniform in [1e-6, 1e6], both signs.
-
-    The magnitudes of real data, with no zeros (where the gradient is
-    singular) and no subnormals (which numpy's SVML loop and cbrtgrad's
-    kernels treat at different speeds); the accuracy checks use
-    :func:`random_inputs`, over all binades, instead.
-
-    Examples
-    --------
-    >>> x = bench_inputs(np.dtype(np.float32), 1000)
-    >>> x.dtype, bool((np.abs(x) >= 1e-6).all() and (np.abs(x) <= 1e6).all())
-    (dtype('float32'), True)
-    """
-    rng = np.random.default_rng(seed)
-    magnitude = 10.0 ** rng.uniform(-BENCH_DECADES, BENCH_DECADES, n)
-    return np.where(rng.random(n) < 0.5, -magnitude, magnitude).astype(dtype)
 
 
 def exact_cubes(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:

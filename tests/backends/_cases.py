@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cbrtgrad.bench.inputs import bench_inputs
 from cbrtgrad.verification import cases as shared
 
 DTYPES = (np.float32, np.float64)
@@ -16,7 +17,7 @@ def cases(dtype: type, n: int = 400) -> np.ndarray:
         [
             shared.special_values(dt),
             shared.random_inputs(dt, n // 2),
-            shared.bench_inputs(dt, n - n // 2),
+            bench_inputs(dt, n - n // 2),
         ]
     )
 

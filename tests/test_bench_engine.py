@@ -1,8 +1,8 @@
-"""The bench rows' structure (the figures themselves are checked by benchmarks)."""
+"""``cbrtgrad bench --engine``: the rows' structure (the figures are checked by benchmarks)."""
 
 import pytest
 
-from cbrtgrad.engine.bench import engine_rows
+from cbrtgrad.bench.engine import engine_rows
 
 
 def test_engine_rows_structure():

@@ -1,4 +1,4 @@
-"""Engine benchmarks for ``cbrtgrad bench``: graph overhead against bare numpy.
+"""``cbrtgrad bench --engine``: the graph engine's overhead against bare numpy.
 
 NOTE: the ratio for 10^6 elements is bounded below by the kernels: the
 correctly rounded float32 cube root alone is slower than numpy's ``np.cbrt``
@@ -13,17 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from .. import _text
-from ..backends import _registry
-from ..benchmarking import best_time
-from .tensor import Tensor
+from .. import _text, api
+from ..backends import auto_choice, availability
+from ..engine import Tensor
+from .timing import best_time
 
 LARGE = 1_000_000
 
 
 def _forward_backward(x: Tensor, backend: str | None) -> Any:
-    from .. import api
-
     def run() -> None:
         x.grad = None
         api.cbrt(x, backend=backend).sum().backward()
@@ -60,11 +58,11 @@ def engine_rows(repeat: int = 20) -> list[dict[str, Any]]:
     anchor_big = best_time(lambda: np.cbrt(big), repeat)
     rows = []
     for backend in ("auto", "cpu", "parallel", "numpy"):
-        if backend != "auto" and not _registry.availability(backend).available:
+        if backend != "auto" and not availability(backend).available:
             continue
         x = Tensor(big, requires_grad=True)
         t = best_time(_forward_backward(x, None if backend == "auto" else backend), repeat)
-        label = f"auto: {_registry.auto_choice(big).name}" if backend == "auto" else backend
+        label = f"auto: {auto_choice(big).name}" if backend == "auto" else backend
         rows.append(
             {
                 "case": f"cbrt(x).sum().backward(), 1e6 float32, {label}",

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .benchmarking import BenchRow
+from .anchors import BenchRow
 
 
 def events_ms(run: Any, repeat: int) -> float:
