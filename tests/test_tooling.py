@@ -140,3 +140,15 @@ def test_compare_tool_rejects_bad_arguments_before_compiling(argv, capsys):
         tool.main(argv)
     assert exit_info.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_gpu_check_without_a_gpu_says_so_and_exits_2():
+    """tools/gpu_check.py on a machine without a GPU (or CuPy): a sentence and exit 2."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(root / "tools" / "gpu_check.py"), "--repeat", "1"],
+        capture_output=True, text=True, cwd=root, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "no GPU to check" in done.stdout or "no CuPy" in done.stdout

@@ -105,6 +105,59 @@ def _measure_dtype(dtype: np.dtype, n: int, repeat: int) -> list[dict[str, Any]]
     return rows
 
 
+def engine_step(log2_size: int, repeat: int) -> list[dict[str, Any]]:
+    """One training-style step, ``cbrt(x).sum().backward()``, on CuPy float32 (issue 22).
+
+    Beside it: the fused kernel alone (the work the step cannot avoid) and
+    PyTorch's ``sign(t) * t.abs().pow(1/3)`` forward and backward on the same
+    device; ``bits equal`` says whether the engine's gradient is the gradient
+    kernel's, bit for bit.
+    """
+    import cupy
+
+    import cbrtgrad as cg
+    from cbrtgrad.backends import get_backend
+
+    gpu = get_backend("cuda")
+    n = 2**log2_size
+    rng = cupy.random.default_rng(11)
+    x = (rng.standard_normal(n, dtype=np.float64) * 1e3).astype(np.float32)
+    ones = cupy.ones_like(x)
+    y, dx = cupy.empty_like(x), cupy.empty_like(x)
+    leaf = cg.Tensor(x, requires_grad=True)
+
+    def step() -> None:
+        leaf.grad = None
+        cg.cbrt(leaf).sum().backward()
+
+    step()
+    gpu.cube_root_and_grad(x, ones, out=(y, dx))
+    equal = bool(cupy.array_equal(leaf.grad, dx))
+    rows: list[dict[str, Any]] = [
+        {"step": "fused kernel alone, out=", "us": events_ms(
+            lambda: gpu.cube_root_and_grad(x, ones, out=(y, dx)), repeat) * 1e3},
+        {"step": "cbrt(x).sum().backward()", "us": events_ms(step, repeat) * 1e3},
+    ]  # fmt: skip
+    try:
+        import torch
+
+        t = torch.as_tensor(x, device="cuda").requires_grad_(True)
+
+        def torch_step() -> None:
+            t.grad = None
+            (torch.sign(t) * t.abs().pow(1.0 / 3.0)).sum().backward()
+
+        rows.append(
+            {"step": "torch sign*abs.pow, backward", "us": _torch_ms(torch_step, repeat) * 1e3}
+        )
+    except Exception as exc:  # an optional peer
+        print(f"  (torch not measured: {type(exc).__name__}: {exc})")
+    fused = float(rows[0]["us"])
+    for row in rows:
+        row.update(elements=n, of_fused=float(row["us"]) / fused, bits_equal=equal)
+    return rows
+
+
 def _torch_ms(run: Any, repeat: int) -> float:
     import torch
 
