@@ -12,13 +12,11 @@ fuses) and no kernel but ``power`` (libdevice's ``pow``) has an fma.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
+
+from ._ptx import compile_in_subprocess
 
 pytest.importorskip("numba_cuda", reason="numba-cuda is not installed")
 
@@ -76,14 +74,7 @@ json.dump(out, sys.stdout)
 
 @pytest.fixture(scope="module")
 def compiled() -> dict[str, str]:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    done = subprocess.run(
-        [sys.executable, "-c", _COMPILE], capture_output=True, text=True, env=env, check=False
-    )
-    if done.returncode != 0 and ("libNVVM" in done.stderr or "NVRTC" in done.stderr):
-        pytest.skip(f"no libNVVM/NVRTC here: {done.stderr.strip().splitlines()[-1]}")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    return compile_in_subprocess(_COMPILE)  # type: ignore[no-any-return]
 
 
 _FLOAT_OP = re.compile(r"\b(mul|add|sub|div|sqrt|fma)((?:\.\w+)*)\.(f16|f32|f64)\b")
