@@ -49,27 +49,28 @@ class Tensor(Operators):
 
     Parameters
     ----------
-    data : array_like or dask.array.Array
+    data : array_like, dask.array.Array or device array
         The values; float16, float32, float64, bool or integers. A numpy array
         is wrapped without a copy; a dask array stays lazy (so do the results
-        and gradients computed from it, until the user computes them).
+        and gradients computed from it, until the user computes them); a CuPy
+        array, PyTorch CUDA tensor or numba device array stays on its device.
     requires_grad : bool, default False
         Whether backward computes ``.grad`` for this tensor (float dtypes only).
 
     Attributes
     ----------
-    grad : ndarray or None
-        The gradient accumulated by :meth:`backward` (a ``Tensor`` after
-        ``backward(create_graph=True)``).
+    grad : array or None
+        The gradient accumulated by :meth:`backward`, an array of the data's
+        kind (numpy, dask, or the device library's); a ``Tensor`` after
+        ``backward(create_graph=True)``.
     grad_fn : Node or None
         The node that made this tensor (``None`` for a leaf).
 
     Raises
     ------
     TypeError
-        For data of a non-real dtype, for a device array (GPU memory: it is
-        not copied to the host behind your back), and for ``requires_grad``
-        on a non-float tensor.
+        For data of a non-real dtype, and for ``requires_grad`` on a
+        non-float tensor.
 
     Notes
     -----
