@@ -49,10 +49,11 @@ class DeviceArray:
     >>> b = a * 3.0 + a
     >>> b.shape, b.dtype, b.xp.to_host(b.raw)
     ((2,), dtype('float64'), array([4., 8.]))
-    >>> np.asarray(a)
-    Traceback (most recent call last):
-    ...
-    TypeError: cbrtgrad: device data is not copied to the host implicitly ...
+    >>> try:
+    ...     np.asarray(a)
+    ... except TypeError as error:
+    ...     print(str(error)[:60])
+    cbrtgrad: device data is not copied to the host implicitly;
     """
 
     __slots__ = ("raw", "xp", "shape", "dtype")
