@@ -171,6 +171,9 @@ def test_out_of_core_forward_and_gradient_spill_to_disk(client):
 
 
 def test_bench_rows_on_the_cluster(client):
+    # The out-of-core test runs the workers near their memory limit: a nanny may
+    # be restarting one (once, under load, the row said "0 workers").
+    client.wait_for_workers(2)
     rows = dask_table.dask_rows(gigabytes=0.004, chunk_mib=1, repeat=1, client=client)
     cases_measured = {(r.case, r.where) for r in rows}
     assert ("cbrt", "dask, 2 workers") in cases_measured

@@ -47,6 +47,10 @@ def _measure_on_cluster(
     import dask.array as da
     from distributed import futures_of, wait
 
+    # A worker that its nanny is restarting (numba_threads_plugin does; so does
+    # a worker past its memory limit) has not registered again yet: without
+    # the wait, the row could say "0 workers" (seen once in the tests, under load).
+    client.wait_for_workers(1)
     n_workers = len(client.scheduler_info()["workers"])
     client.run(_warm_worker)
     x = da.random.default_rng(1).standard_normal(n, chunks=chunk, dtype=np.float32) * 1e3
