@@ -269,9 +269,10 @@ def cbrt(
         api.cbrt(x._data, out=out._data, where=where, backend=backend)
         out._version.value += 1
         return out
-    api.check_out(raw(out._data), (data,), compute, where)
-    (data,) = api.unaliased((data,), raw(out._data))
-    chosen.cube_root(data, out=raw(out._data), where=where, dtype=compute)
+    target = raw(out._data)
+    api.check_out(target, (data,), compute, where)
+    (data,) = api.unaliased((data,), target)
+    chosen.cube_root(data, out=target, where=where, dtype=compute)
     out._version.value += 1
     return out
 

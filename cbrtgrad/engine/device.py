@@ -16,7 +16,8 @@ device one, naming which is which. ``Tensor.numpy()`` is the explicit copy.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -32,7 +33,7 @@ _BINARY = {
 _SCALARS = (int, float, np.integer, np.floating, np.bool_, bool)
 
 
-class DeviceArray:
+class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
     """A device array of any supported library, as the engine computes with it.
 
     Parameters
@@ -58,9 +59,6 @@ class DeviceArray:
 
     __slots__ = ("raw", "xp", "shape", "dtype")
 
-    # Wins over ndarray in mixed binary operators (so the mixing error is ours).
-    __array_priority__ = 2000
-
     def __init__(self, raw: Any, xp: Any = None) -> None:
         self.xp = namespace(raw) if xp is None else xp
         self.raw = raw
@@ -79,10 +77,7 @@ class DeviceArray:
 
     @property
     def size(self) -> int:
-        n = 1
-        for k in self.shape:
-            n *= k
-        return n
+        return math.prod(self.shape)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -94,12 +89,10 @@ class DeviceArray:
         return f"DeviceArray({kind}, shape={self.shape}, dtype={self.dtype})"
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        raise TypeError(
-            "cbrtgrad: device data is not copied to the host implicitly; use Tensor.numpy() "
-            "(an explicit copy) or keep every operand on the device"
-        )
+        refuse_host_copy()
 
-    # -- numpy's protocol: the ufuncs the ops' forwards call ------------------
+    # -- numpy's protocol: the ufuncs the ops' forwards call, and through
+    # NDArrayOperatorsMixin the operators (+ - * / ** and unary -) the vjps use.
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         xp = self.xp
         if method == "reduce" and ufunc is np.add:
@@ -124,36 +117,6 @@ class DeviceArray:
         if ufunc is np.positive:
             return self
         return NotImplemented
-
-    def __add__(self, other: Any) -> Any:
-        return np.add(self, other)
-
-    def __radd__(self, other: Any) -> Any:
-        return np.add(other, self)
-
-    def __sub__(self, other: Any) -> Any:
-        return np.subtract(self, other)
-
-    def __rsub__(self, other: Any) -> Any:
-        return np.subtract(other, self)
-
-    def __mul__(self, other: Any) -> Any:
-        return np.multiply(self, other)
-
-    def __rmul__(self, other: Any) -> Any:
-        return np.multiply(other, self)
-
-    def __truediv__(self, other: Any) -> Any:
-        return np.true_divide(self, other)
-
-    def __rtruediv__(self, other: Any) -> Any:
-        return np.true_divide(other, self)
-
-    def __neg__(self) -> Any:
-        return np.negative(self)
-
-    def __pow__(self, exponent: Any) -> Any:
-        return np.power(self, exponent)
 
     # -- the ndarray methods the engine calls ---------------------------------
     def astype(self, dtype: Any, copy: bool = True) -> DeviceArray:
@@ -204,6 +167,14 @@ class DeviceArray:
         """A new array of ``value`` in this dtype, on this array's device."""
         shape = self.shape if shape is None else shape
         return self._wrap(self.xp.full(shape, value, self.dtype, self.raw))
+
+
+def refuse_host_copy() -> NoReturn:
+    """Raise the ``TypeError`` for device data asked for as a host array."""
+    raise TypeError(
+        "cbrtgrad: device data is not copied to the host implicitly; use Tensor.numpy() "
+        "(an explicit copy) or keep every operand on the device"
+    )
 
 
 def _axes(axis: Any, ndim: int) -> tuple[int, ...]:

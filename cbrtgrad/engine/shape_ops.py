@@ -36,8 +36,6 @@ _MATERIALISE_MAX = 4096
 _REDUCE_TO_ARRAY = np.lib.NumpyVersion(np.__version__) >= "2.3.0"
 
 
-
-
 class SumBackward(Node):
     """``a.sum(axis, keepdims)``; the gradient is broadcast back.
 

@@ -9,7 +9,7 @@ import numpy as np
 from .. import _dtypes
 from .._array_kinds import device_dtype, is_dask_array, is_device_array
 from . import grad_mode
-from .device import DeviceArray
+from .device import DeviceArray, refuse_host_copy
 from .op_table import API_OPS, METHODS, UFUNC_OPS
 from .operators import Operators
 from .versions import DataView, Version
@@ -229,7 +229,7 @@ class Tensor(Operators):
         # counter): a read-only view, or a new array when a copy or another
         # dtype is asked for.
         if type(self._data) is DeviceArray:
-            self._data.__array__()  # a TypeError: no implicit copy to the host
+            refuse_host_copy()
         if copy:
             return np.array(self._data, dtype=dtype, copy=True)
         if dtype is None or np.dtype(dtype) == self._data.dtype:
