@@ -97,7 +97,7 @@ class Tensor(Operators):
 
     __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_version", "__weakref__")
 
-    _data: np.ndarray
+    _data: Any  # an ndarray, a dask array or a DeviceArray
     _requires_grad: bool
     grad: Any
     grad_fn: Any  # a Node or None (node.py imports this module, not the reverse)
@@ -326,10 +326,6 @@ class Tensor(Operators):
             # Device data is rebound too (no copy into the old buffer, whose
             # other users the engine does not know); the version bump guards
             # the saved values.
-            if type(self._data) is not type(new._data):
-                raise TypeError(
-                    "cbrtgrad: an in-place op cannot move a Tensor between host and device"
-                )
             if not np.can_cast(new.dtype, self.dtype, "same_kind"):
                 raise TypeError(
                     f"cbrtgrad: cannot cast the in-place result of dtype {new.dtype} to "

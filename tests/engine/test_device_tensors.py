@@ -143,3 +143,22 @@ def test_device_gradient_argument_and_accumulation():
     clone = copy.deepcopy(x)
     assert is_device_array(clone.data) and clone.data is not x.data
     np.testing.assert_array_equal(host(clone.grad), [2.0, 2.0])
+
+
+def test_bad_device_input_is_a_clear_error():
+    from cbrtgrad.engine.device import DeviceArray
+
+    a = DeviceArray(device(np.array([1.0, 8.0])))
+    with pytest.raises(ValueError, match="C order, not 'F'"):
+        a.reshape(2, order="F")
+    with pytest.raises(TypeError, match="exponent of a device \\*\\* must be a real scalar"):
+        a ** DeviceArray(device(np.array([2.0, 2.0])))
+    with pytest.raises(TypeError, match="len\\(\\) of a 0-d device array"):
+        len(a.sum())
+    xd = cg.Tensor(device(np.array([1.0, 8.0])))
+    with pytest.raises(TypeError, match="host data .* device array"):
+        xd += cg.Tensor(np.ones(2))  # an in-place op cannot mix sides either
+    xf = cg.Tensor(device(np.array([1.0, 8.0], np.float32)))
+    xf += cg.Tensor(device(np.array([1.0, 1.0])))  # cast back 'same_kind', as numpy's +=
+    assert xf.dtype == np.float32 and xf.version == 1
+    np.testing.assert_array_equal(xf.numpy(), [2.0, 9.0])
