@@ -96,6 +96,15 @@ def _write_json(path: str, payload: object) -> None:
         handle.write("\n")
 
 
+#: The float32 cube roots ``verify --exhaustive`` sweeps: the CPU kernel, and
+#: the CUDA kernels' formula compiled for this CPU (the GPU's own compile is
+#: checked against the CPU by tools/gpu_check.py), with their JSON keys.
+_EXHAUSTIVE_FORMS = (
+    ("cpu", "CPU kernel", "exhaustive"),
+    ("cuda", "CUDA kernels' formula, compiled for this CPU", "exhaustive_cuda_formula"),
+)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from .verification import exhaustive, report
 
@@ -112,20 +121,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
     }
     if args.exhaustive:
         print("\nExhaustive float32 sweep (all 2^32 inputs, exact midpoint test):")
-        result = exhaustive.sweep(progress=not args.no_progress)
-        verdict = "correctly rounded" if result.correctly_rounded else "FAILURES"
-        print(
-            f"checked {result.checked} inputs in {result.seconds:.0f} s: "
-            f"{result.failures} not correctly rounded -> {verdict}"
-        )
-        if result.failing_inputs:
-            print("first failing bit patterns:", ", ".join(hex(v) for v in result.failing_inputs))
-            status = 1
-        payload["exhaustive"] = {
-            "checked": result.checked,
-            "failures": result.failures,
-            "seconds": result.seconds,
-        }
+        for form, what, key in _EXHAUSTIVE_FORMS:
+            result = exhaustive.sweep(form=form, progress=not args.no_progress)
+            verdict = "correctly rounded" if result.correctly_rounded else "FAILURES"
+            print(
+                f"{what}: checked {result.checked} inputs in {result.seconds:.0f} s: "
+                f"{result.failures} not correctly rounded -> {verdict}"
+            )
+            if result.failing_inputs:
+                first = ", ".join(hex(v) for v in result.failing_inputs)
+                print("first failing bit patterns:", first)
+                status = 1
+            payload[key] = {
+                "checked": result.checked,
+                "failures": result.failures,
+                "seconds": result.seconds,
+            }
     if args.json:
         _write_json(args.json, payload)
     return status

@@ -51,12 +51,42 @@ def test_exact_cubes_give_exact_roots(dtype):
     np.testing.assert_array_equal(cg.cbrt(cubes), k)
 
 
-def test_sweep_of_several_binades_and_subnormals():
+@pytest.mark.parametrize("form", ["cpu", "cuda"])
+def test_sweep_of_several_binades_and_subnormals(form):
     # Subnormals, the binades around 1 (where the exponent trick changes
-    # its residue mod 3), and negatives: the same checks as the full sweep.
-    for start in (0, 0x3F000000, 0x3F800000, 0x40000000, 0xBF800000):
-        result = sweep(start, start + (1 << 21), progress=False)
+    # its residue mod 3), the smallest and largest normals, infs and nans,
+    # and negatives: the same checks as the full sweep, for the CPU kernel
+    # and for the CUDA kernels' formula (its own bit trick, compiled here).
+    starts = (0, 0x00800000 - (1 << 19), 0x3F000000, 0x3F800000, 0x40000000, 0x7F800000 - (1 << 19))
+    for start in (*starts, 0xBF800000, 0xFF800000 - (1 << 19)):
+        result = sweep(start, start + (1 << 20), form=form, progress=False)
         assert result.correctly_rounded, result
+
+
+def test_the_cuda_formula_is_the_cpu_kernel_bit_for_bit():
+    # Every 1021st bit pattern (all binades, both signs, nans with their
+    # payloads): the CUDA kernels' float32 formula, compiled for the CPU,
+    # gives the CPU kernel's bits.
+    import numba
+
+    from cbrtgrad.kernels.blocks import FORMULAS
+
+    formula = FORMULAS.cube_root_f32_branching
+
+    @numba.njit
+    def roots(x):  # type: ignore[no-untyped-def]
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = formula(x[i])
+        return out
+
+    x = np.arange(0, 1 << 32, 1021, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    np.testing.assert_array_equal(roots(x).view(np.uint32), cg.cbrt(x).view(np.uint32))
+
+
+def test_sweep_rejects_an_unknown_form():
+    with pytest.raises(ValueError, match="form must be one of"):
+        sweep(0, 1, form="gpu", progress=False)
 
 
 def test_checker_rejects_a_neighbour():
@@ -70,9 +100,10 @@ def test_checker_rejects_a_neighbour():
 @pytest.mark.slow
 def test_exhaustive_float32_sweep():
     # All 2^32 bit patterns, as `cbrtgrad verify --exhaustive` (35 s on 2 idle cores).
-    result = sweep(progress=False)
-    assert result.checked == 1 << 32
-    assert result.correctly_rounded, result.failing_inputs
+    for form in ("cpu", "cuda"):
+        result = sweep(form=form, progress=False)
+        assert result.checked == 1 << 32
+        assert result.correctly_rounded, (form, result.failing_inputs)
 
 
 def test_sweep_rejects_bad_range():

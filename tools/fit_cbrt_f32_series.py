@@ -7,7 +7,9 @@ close to ``u^(-2/3)`` in relative error; step 3 needs ``y1`` within 2^-25 of the
 root (relative) to pick the correctly rounded float32 (docs/mathematics.md).
 
 ``range``: ``e`` for every positive normal float32 (2^31 of them, through the
-kernel's own compiled step 1, in float64 after it), about 15 s.
+kernel's own compiled step 1, in float64 after it), about 15 s; with
+``--integer-third``, through the CUDA kernels' step 1 instead (the bit trick's
+third an integer division, ``inverse_cbrt_f32_integer_third``).
 
 ``fit LO HI``: the minimax quadratic of ``u^(-2/3)`` on ``[1 + LO, 1 + HI]``
 in relative error (Lawson's iteration, ``tools/_minimax.py``, on 20 001 points), its coefficients as
@@ -16,6 +18,7 @@ points at 60 digits; then the same error for the kernel's own coefficients
 (Lawson's iteration converges slowly: reruns agree to about 1e-9).
 
     python tools/fit_cbrt_f32_series.py range
+    python tools/fit_cbrt_f32_series.py range --integer-third
     python tools/fit_cbrt_f32_series.py fit -0.00705 6e-7
 """
 
@@ -37,29 +40,35 @@ from cbrtgrad.kernels import cpu, formulas_f32  # noqa: E402
 from cbrtgrad.kernels.primitives import i32_as_f32  # noqa: E402
 
 _inverse_cbrt_f32 = cpu.FORMULAS.inverse_cbrt_f32
+_inverse_cbrt_f32_integer_third = cpu.FORMULAS.inverse_cbrt_f32_integer_third
 _KERNEL_COEFFICIENTS = (formulas_f32._P0, formulas_f32._P1, formulas_f32._P2)
 
 
 @numba.njit(cache=False)
-def _e_range(first: int, last: int) -> tuple[float, float]:  # pragma: no cover - compiled
+def _e_range(first: int, last: int, integer_third: bool) -> tuple[float, float]:  # pragma: no cover
     lo = math.inf
     hi = -math.inf
     for bits in range(first, last):
         xs = i32_as_f32(np.int32(bits))
-        r = np.float64(_inverse_cbrt_f32(xs))
+        if integer_third:
+            r = np.float64(_inverse_cbrt_f32_integer_third(np.int64(bits)))
+        else:
+            r = np.float64(_inverse_cbrt_f32(xs))
         e = np.float64(xs) * r * r * r - 1.0
         lo = min(lo, e)
         hi = max(hi, e)
     return lo, hi
 
 
-def e_range() -> tuple[float, float]:
+def e_range(integer_third: bool = False) -> tuple[float, float]:
     """The least and largest ``xs r^3 - 1`` over every positive normal float32.
+
+    ``integer_third`` measures the CUDA kernels' step 1 instead of the CPU's.
 
     ``xs r^3`` is evaluated in float64 from the float32 ``xs`` and ``r``: three
     roundings of 2^-53, far inside the margins it is used with.
     """
-    return _e_range(0x00800000, 0x7F800000)
+    return _e_range(0x00800000, 0x7F800000, integer_third)
 
 
 def fit(lo: float, hi: float) -> tuple[np.ndarray, float]:
@@ -89,13 +98,16 @@ def max_error(coefficients: Any, lo: float, hi: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("range", help="e = xs r^3 - 1 over every normal float32")
+    ranging = commands.add_parser("range", help="e = xs r^3 - 1 over every normal float32")
+    ranging.add_argument(
+        "--integer-third", action="store_true", help="the CUDA kernels' step 1 (integer third)"
+    )
     fitting = commands.add_parser("fit", help="the minimax quadratic on [1 + LO, 1 + HI]")
     fitting.add_argument("lo", type=float)
     fitting.add_argument("hi", type=float)
     args = parser.parse_args(argv)
     if args.command == "range":
-        lo, hi = e_range()
+        lo, hi = e_range(args.integer_third)
         print(f"e = xs r^3 - 1 over every positive normal float32: [{lo!r}, {hi!r}]")
         return 0
     coefficients, worst = fit(args.lo, args.hi)

@@ -44,6 +44,12 @@ class Formulas:
         ``x -> cbrt(x)``, correctly rounded.
     cube_root_grad_f64, cube_root_grad_f32 : function
         ``(g, y) -> g / (3 y^2)``, correctly rounded for that ``y``.
+    cube_root_f32_branching : function
+        ``cube_root_f32``'s bits, with a branch instead of selects and no
+        conversion between types on the common path: the CUDA kernels'.
+    cube_root_f32_normal : function
+        That common path: the bits (int64) of the float32 root of a positive
+        normal float32 given by its bits.
 
     The two passes the CPU's vector loops run instead (a branch-free fast
     path over a block, then the exact path for its few hard lanes):
@@ -68,10 +74,15 @@ class Formulas:
         (tools/fit_cbrt_f64_inverse.py).
     inverse_cbrt_f32 : function
         The float32 bit trick and Newton step (tools/fit_cbrt_f32_series.py).
+    inverse_cbrt_f32_integer_third : function
+        The same from a float32's bits, its third an integer division (the
+        CUDA kernels').
     """
 
     cube_root_f64: Any
     cube_root_f32: Any
+    cube_root_f32_branching: Any
+    cube_root_f32_normal: Any
     cube_root_grad_f64: Any
     cube_root_grad_f32: Any
     cube_root_f64_fast: Any
@@ -82,6 +93,7 @@ class Formulas:
     cube_root_grad_f64_exact: Any
     inverse_cbrt_guess_f64: Any
     inverse_cbrt_f32: Any
+    inverse_cbrt_f32_integer_third: Any
 
 
 def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formulas:
@@ -102,7 +114,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     Returns
     -------
     Formulas
-        The 12 compiled scalar functions.
+        The 15 compiled scalar functions.
 
     Examples
     --------

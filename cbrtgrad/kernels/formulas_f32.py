@@ -2,7 +2,11 @@
 
 Part of the one formula source (:mod:`cbrtgrad.kernels.formulas` gathers this
 module and :mod:`cbrtgrad.kernels.formulas_f64`); branch-free, as the module
-docstring there says why.
+docstring there says why, but for ``cube_root_f32_branching``, the CUDA
+kernels' form of the same root (the same bits, checked on all 2^32 inputs by
+``cbrtgrad verify --exhaustive``): a GPU branches cheaply and converts
+between types slowly, so its common path (a finite normal x) converts nothing
+and its specials take a branch.
 
 The cube root, correctly rounded for every input (checked exhaustively, all 2^32):
 
@@ -74,6 +78,14 @@ _ULP32_AS_I64 = np.int64(1 << 29)
 _HALF_ULP32_AS_I64 = np.int64(1 << 28)
 _FLOAT32_PRECISION_MASK = np.int64(~((1 << 29) - 1))
 _BELOW_FLOAT32_PRECISION = np.int64((1 << 29) - 1)
+# A positive normal float32's bits (p) to its float64's: p << 29 plus this
+# (the exponent bias 1023 - 127, in the float64 exponent field), and back:
+# p's bits minus it shifted right by 29 (exact for every normal float32 value).
+_REBIAS_F32_TO_F64 = np.int64((1023 - 127) << 52)
+_REBIAS_F64_TO_F32 = np.int64((1023 - 127) << 23)
+# |x|'s bits are a finite normal float32 exactly when this much above 2^-126's
+# bits is below this span (one unsigned comparison).
+_NORMAL_SPAN32 = np.uint32(0x7F800000 - 0x00800000)
 # The gradient's float32 results below 2^-126 (as float64 bits) are subnormal.
 _MIN_NORMAL32_AS_F64 = np.int64(0x3810000000000000)
 # P(u) = P0 + P1 u + P2 u^2, the minimax quadratic of u^(-2/3) in relative
@@ -239,9 +251,59 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         result = i32_as_f32(np.int32(magnitude | (f32_as_i32(g) & _SIGN32)))
         return result, midpoint
 
+    @jit
+    def inverse_cbrt_f32_integer_third(iax):  # type: ignore[no-untyped-def]
+        # inverse_cbrt_f32 of the positive normal float32 whose bits are iax
+        # (an int64), the bit trick's third an exact integer division (a
+        # multiply-high, where inverse_cbrt_f32 converts to float and back):
+        # -0.0069927 <= xs r^3 - 1 <= 4.8e-7 over every such xs, inside the
+        # range P is fitted on (tools/fit_cbrt_f32_series.py range --integer-third).
+        guess = _INV_CBRT_MAGIC32 - np.int64(np.uint32(iax) // np.uint32(3))
+        xs = i32_as_f32(np.int32(iax))
+        r = i32_as_f32(np.int32(guess))
+        return mul32(r, fma32(mul32(mul32(xs, r), mul32(r, r)), _MINUS_THIRD32, _FOUR_THIRDS32))
+
+    @jit
+    def cube_root_f32_normal(iax):  # type: ignore[no-untyped-def]
+        # The bits of cube_root_f32 of the positive normal float32 whose bits
+        # are iax (an int64), with no conversion between types: a GPU (compute
+        # capability 9.0) converts at 16 results per clock and multiprocessor,
+        # an eighth of its float32 rate, and cube_root_f32 converts six times
+        # per element (docs/kernels.md, "The CUDA kernels").
+        r = inverse_cbrt_f32_integer_third(iax)
+        # Step 2, float64, xs and r (both normal) widened by their bits.
+        ax = i64_as_f64((iax << np.int64(29)) + _REBIAS_F32_TO_F64)
+        rd = i64_as_f64((np.int64(f32_as_i32(r)) << np.int64(29)) + _REBIAS_F32_TO_F64)
+        y0 = mul(ax, mul(rd, rd))
+        u = mul(y0, rd)
+        y1 = mul(y0, fma(u, fma(u, _P2, _P1), _P0))
+        # Step 3 as in cube_root_f32, narrowed by the bits too: the root
+        # (2^-42 to 2^43) is a normal float32, so its bits are y1's above the
+        # 29 cut off, rebiased, plus one ulp when xs lies above the midpoint.
+        bits = f64_as_i64(y1)
+        m = i64_as_f64((bits & _FLOAT32_PRECISION_MASK) | _HALF_ULP32_AS_I64)
+        above = f64_as_i64(fma(-mul(m, m), m, ax)) >= np.int64(0)
+        return (bits >> np.int64(29)) - _REBIAS_F64_TO_F32 + (np.int64(1) if above else np.int64(0))
+
+    @jit
+    def cube_root_f32_branching(x):  # type: ignore[no-untyped-def]
+        # cube_root_f32's bits where a branch is cheap and conversions are
+        # not (the CUDA kernels): a finite normal x by cube_root_f32_normal,
+        # with no select for the specials; zeros, subnormals, infs and nans
+        # (a rare branch) by cube_root_f32 itself.
+        ix = np.int64(f32_as_i32(x))
+        iax = ix & _ABS32
+        if np.uint32(iax - _MIN_NORMAL32) >= _NORMAL_SPAN32:
+            return cube_root_f32(x)
+        sign = np.int64(np.int32(ix) & _SIGN32)  # -2^31 or 0: the sum stays an int32
+        return i32_as_f32(np.int32(cube_root_f32_normal(iax) + sign))
+
     return {
         "inverse_cbrt_f32": inverse_cbrt_f32,
         "cube_root_f32": cube_root_f32,
+        "inverse_cbrt_f32_integer_third": inverse_cbrt_f32_integer_third,
+        "cube_root_f32_normal": cube_root_f32_normal,
+        "cube_root_f32_branching": cube_root_f32_branching,
         "cube_root_grad_f32": cube_root_grad_f32,
         "cube_root_grad_f32_fast": cube_root_grad_f32_fast,
     }

@@ -1,6 +1,8 @@
 """Exhaustive proof that the float32 cube root is correctly rounded.
 
-Every one of the 2^32 bit patterns is run through the kernel and checked with
+Every one of the 2^32 bit patterns is run through the kernel (the CPU's, or
+the CUDA kernels' float32 form compiled for the CPU: ``form="cuda"``) and
+checked with
 exact arithmetic that does not share the kernel's decision logic: a finite,
 nonzero result ``y`` is correctly rounded iff ``x`` lies strictly between the
 cubes of the two midpoints around ``|y|``,
@@ -24,6 +26,7 @@ import numba
 import numpy as np
 
 from .. import _progress
+from ..kernels.blocks import FORMULAS
 from ..kernels.cpu import cube_root
 from ..kernels.primitives import f32_as_i32, fma, i32_as_f32
 
@@ -61,23 +64,35 @@ def check_bits(bits, yb):  # type: ignore[no-untyped-def]  # pragma: no cover - 
     return _above_cube(ax, lower_mid) and not _above_cube(ax, upper_mid)
 
 
-@numba.njit(parallel=True)
-def _sweep(start: int, count: int, bad: np.ndarray) -> int:  # pragma: no cover - jitted
-    nblocks = bad.shape[0]
-    per = (count + nblocks - 1) // nblocks
-    failures = np.zeros(nblocks, np.int64)
-    for b in numba.prange(nblocks):
-        lo_i = start + b * per
-        hi_i = min(start + (b + 1) * per, start + count)
-        for k in range(lo_i, hi_i):
-            bits = np.int32(np.uint32(k))
-            yb = f32_as_i32(cube_root(i32_as_f32(bits)))
-            if not check_bits(bits, yb):
-                failures[b] += 1
-                slot = failures[b] - 1
-                if slot < bad.shape[1]:
-                    bad[b, slot] = k
-    return int(failures.sum())
+def _make_sweep(root):  # type: ignore[no-untyped-def]
+    """The parallel sweep of one float32 cube root, a scalar numba function."""
+
+    @numba.njit(parallel=True)
+    def sweep_of(start: int, count: int, bad: np.ndarray) -> int:  # pragma: no cover - jitted
+        nblocks = bad.shape[0]
+        per = (count + nblocks - 1) // nblocks
+        failures = np.zeros(nblocks, np.int64)
+        for b in numba.prange(nblocks):
+            lo_i = start + b * per
+            hi_i = min(start + (b + 1) * per, start + count)
+            for k in range(lo_i, hi_i):
+                bits = np.int32(np.uint32(k))
+                yb = f32_as_i32(root(i32_as_f32(bits)))
+                if not check_bits(bits, yb):
+                    failures[b] += 1
+                    slot = failures[b] - 1
+                    if slot < bad.shape[1]:
+                        bad[b, slot] = k
+        return int(failures.sum())
+
+    return sweep_of
+
+
+#: What the sweep can check: the CPU kernel (the ufunc every CPU backend's
+#: float32 loop computes) and the CUDA kernels' float32 forward, the same
+#: formula the GPU compiles (cube_root_f32_branching), compiled for the CPU.
+FORMS = ("cpu", "cuda")
+_SWEEPS = {"cpu": _make_sweep(cube_root), "cuda": _make_sweep(FORMULAS.cube_root_f32_branching)}
 
 
 def is_correctly_rounded(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -137,7 +152,12 @@ class SweepResult:
 
 
 def sweep(
-    start: int = 0, stop: int = TOTAL, *, progress: bool = True, stream: TextIO | None = None
+    start: int = 0,
+    stop: int = TOTAL,
+    *,
+    form: str = "cpu",
+    progress: bool = True,
+    stream: TextIO | None = None,
 ) -> SweepResult:
     """Check every float32 bit pattern in ``[start, stop)``.
 
@@ -145,6 +165,10 @@ def sweep(
     ----------
     start, stop : int
         Range of bit patterns as unsigned 32-bit integers (default: all).
+    form : {"cpu", "cuda"}
+        Which float32 cube root: the CPU kernel, or the CUDA kernels' formula
+        compiled for the CPU (a GPU's own compile is checked against the CPU
+        by ``tools/gpu_check.py``).
     progress : bool
         Draw a progress bar on ``stream``.
     stream : file-like, optional
@@ -159,7 +183,11 @@ def sweep(
     >>> r = sweep(0x3F800000, 0x3F800000 + 4096, progress=False)
     >>> r.checked, r.failures
     (4096, 0)
+    >>> sweep(0, 4096, form="cuda", progress=False).failures  # zero and subnormals
+    0
     """
+    if form not in _SWEEPS:
+        raise ValueError(f"form must be one of {FORMS}, got {form!r}")
     if not (0 <= start <= stop <= TOTAL):
         raise ValueError(
             f"start and stop must satisfy 0 <= start <= stop <= 2**32, got {start}, {stop}"
@@ -172,7 +200,7 @@ def sweep(
         while position < stop:
             count = min(CHUNK, stop - position)
             bad[:] = -1
-            result.failures += _sweep(position, count, bad)
+            result.failures += _SWEEPS[form](position, count, bad)
             result.failing_inputs.extend(int(v) for v in bad.ravel() if v >= 0)
             position += count
             result.checked += count

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -47,13 +48,24 @@ for name, compute, inputs in [
     cres = compile_cuda(fn, types.void, sig.args, cc=(9, 0), nvvm_options={"opt": 3})
     ir = "\n".join(str(m) for m in cres.library.modules)
     out[f"{name}_{compute}_{'_'.join(map(str, inputs))}"] = {"ptx": ptx, "ir": ir}
-json.dump(out, sys.stdout)
+# The float32 forward's common path alone, as a kernel of its own.
+normal = kernels._formulas().cube_root_f32_normal
+def common_path(bits, roots):
+    roots[0] = normal(bits[0])
+pointer = types.CPointer(types.int64)
+ptx, _ = cuda.compile_ptx(common_path, types.void(pointer, pointer), cc=(9, 0))
+json.dump({"kernels": out, "float32_common_path": ptx}, sys.stdout)
 """
 
 
 @pytest.fixture(scope="module")
-def compiled() -> dict[str, dict[str, str]]:
+def compiled_all() -> dict[str, Any]:
     return compile_in_subprocess(_COMPILE)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def compiled(compiled_all) -> dict[str, dict[str, str]]:
+    return compiled_all["kernels"]  # type: ignore[no-any-return]
 
 
 _FLOAT_OP = re.compile(r"=\s*(fmul|fadd|fsub)\b[^\n]*?\b(double|float|half)\b([^\n]*)")
@@ -113,6 +125,27 @@ def test_ptxas_fuses_nothing_whatever_its_setting(compiled, tmp_path):
         default = _sass(code["ptx"], tmp_path)
         assert any(op.startswith(("DFMA", "FFMA")) for op in default), name
         assert default == _sass(code["ptx"], tmp_path, "--fmad=false"), name
+
+
+_CONVERSIONS = ("F2F", "F2I", "I2F", "I2FP", "F2FP")
+
+
+def _opcode(instruction: str) -> str:
+    # "@!P3 I2FP.F32.S32 R19, R26" -> "I2FP"
+    return re.sub(r"^@!?U?P\w+\s+", "", instruction).split()[0].split(".")[0]
+
+
+def test_the_float32_forward_converts_nothing_on_its_common_path(compiled_all, tmp_path):
+    # A finite normal float32 (every input but zeros, subnormals, infs and
+    # nans) is computed with no conversion between types: compute capability
+    # 9.0 converts at an eighth of its float32 rate, and the select-based
+    # cube_root_f32 converts six times per element (docs/kernels.md).
+    common = _sass(compiled_all["float32_common_path"], tmp_path)
+    assert any(op.startswith("DFMA") for op in common)
+    assert not [op for op in common if _opcode(op) in _CONVERSIONS]
+    # The control: the whole kernel still has them, on the branch for the specials.
+    kernel = _sass(compiled_all["kernels"]["forward_float32_float32"]["ptx"], tmp_path)
+    assert [op for op in kernel if _opcode(op) in _CONVERSIONS]
 
 
 def test_the_sass_check_sees_a_contraction(compiled, tmp_path):
