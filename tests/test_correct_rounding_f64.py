@@ -194,6 +194,37 @@ def test_a_block_that_is_not_plain_is_found_wherever_it_lies(special, in_place):
         assert np.array_equal(got[others].view(np.int64), want_plain[others].view(np.int64))
 
 
+_branching = cpu.FORMULAS.cube_root_f64_branching
+
+
+@numba.njit
+def _branching_one_by_one(values, out):  # type: ignore[no-untyped-def]
+    for i in range(values.shape[0]):
+        out[i] = _branching(values[i])
+
+
+def test_the_cuda_form_is_the_cpu_kernel_bit_for_bit():
+    # The CUDA kernels' float64 forward (cube_root_f64_branching: the plain
+    # path, the exact one when it cannot decide, cube_root_f64 outside the
+    # plain range), compiled for the CPU: the CPU kernel's bits on the hard
+    # list in every binade, random bit patterns (subnormals, nans with
+    # payloads, infs), the specials and both ends of the plain range.
+    hard, _ = _hard()
+    k = np.arange(-100, 100, 7)
+    with np.errstate(over="ignore", under="ignore"):  # some reach inf or 0: inputs too
+        scaled = np.ldexp(hard[:, None], 3 * k[None, :]).ravel()
+    patterns = np.random.default_rng(24).integers(-(2**63), 2**63 - 1, 1_000_000, dtype=np.int64)
+    lowest = 2.0**-800
+    ends = [lowest, float(np.nextafter(lowest, 0.0)), float(np.nextafter(lowest, 1.0))]
+    ends += [np.finfo(np.float64).max, np.inf, np.nan, 0.0, 5e-324, 2.0**-1022]
+    x = np.concatenate([hard, scaled, patterns.view(np.float64), ends])
+    x = np.concatenate([x, -x])
+    got = np.empty_like(x)
+    _branching_one_by_one(x, got)
+    want = np.asarray(cbrtgrad.cbrt(x, backend="cpu"))
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
 def test_exact_cubes_are_exact():
     k = np.arange(1, int(2 ** (53 / 3)) + 1, dtype=np.int64)
     cubes = (k**3).astype(np.float64)

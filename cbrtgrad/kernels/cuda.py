@@ -293,9 +293,10 @@ def python_kernel(
     per_thread = per_thread or shape_of(name, compute)[0]
     f = _formulas()
     single = compute == np.float32
-    # float32: the branching form (a branch for the specials, no conversions
-    # between types), cube_root_f32's bits with about half its instructions.
-    forward = f.cube_root_f32_branching if single else f.cube_root_f64
+    # The branching forms: the same bits, a branch for the specials instead
+    # of selects in every lane, and no conversion between types in float32
+    # (docs/kernels.md, "The CUDA kernels").
+    forward = f.cube_root_f32_branching if single else f.cube_root_f64_branching
     grad = f.cube_root_grad_f32 if single else f.cube_root_grad_f64
     loads = tuple(_numba_type(dt) for dt in inputs)
     reads = tuple(_reader(dt, compute) for dt in inputs)

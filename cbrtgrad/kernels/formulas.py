@@ -47,6 +47,10 @@ class Formulas:
     cube_root_f32_branching : function
         ``cube_root_f32``'s bits, with a branch instead of selects and no
         conversion between types on the common path: the CUDA kernels'.
+    cube_root_f64_branching : function
+        ``cube_root_f64``'s bits by the CPU loops' two passes with a branch
+        (``cube_root_f64_plain``, then ``cube_root_f64_exact`` if it is
+        hard): the CUDA kernels'.
     cube_root_f32_normal : function
         That common path: the bits (int64) of the float32 root of a positive
         normal float32 given by its bits.
@@ -82,6 +86,7 @@ class Formulas:
     cube_root_f64: Any
     cube_root_f32: Any
     cube_root_f32_branching: Any
+    cube_root_f64_branching: Any
     cube_root_f32_normal: Any
     cube_root_grad_f64: Any
     cube_root_grad_f32: Any
@@ -114,7 +119,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     Returns
     -------
     Formulas
-        The 15 compiled scalar functions.
+        The 16 compiled scalar functions.
 
     Examples
     --------
