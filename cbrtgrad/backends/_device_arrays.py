@@ -152,3 +152,24 @@ def empty(like: Operand, shape: tuple[int, ...], dtype: np.dtype, stream: Any) -
     from numba import cuda
 
     return cuda.device_array(shape, dtype, stream=stream)
+
+
+def empty_operand(
+    like: Operand, dtype: np.dtype, stream: Any, simulating: bool
+) -> tuple[Any, Operand]:
+    """``empty(like, like.shape, dtype, stream)`` and its :class:`Operand`.
+
+    NOTE: hot path (every call without ``out=``): the new array is known to be
+    C-contiguous, of ``dtype`` and on ``like``'s device, so only its pointer
+    is read, not the whole of :func:`read` with its checks.
+    """
+    result = empty(like, like.shape, dtype, stream)
+    if like.library == CUPY:
+        pointer, array = result.data.ptr, None
+    elif like.library == TORCH:
+        pointer, array = result.data_ptr(), None
+    elif simulating:
+        pointer, array = 0, result.reshape(like.size)
+    else:
+        pointer, array = result.device_ctypes_pointer.value or 0, None
+    return result, like._replace(pointer=pointer, dtype=dtype, array=array)

@@ -86,9 +86,10 @@ class CudaBackend:
         # Per stream handle: (cuda.core stream for launches, numba stream for
         # numba's allocations and copies), made once per stream.
         self._streams: dict[int, tuple[Any, Any]] = {}
-        # Per (dispatcher, device): the compiled kernel; per grid: its launch
-        # configuration (NOTE: hot path, see _launch).
-        self._kernels: dict[tuple[Any, int], Any] = {}
+        # Per (kernel name, compute dtype, input dtypes, device): its plan (see
+        # _plan); per grid size: its launch configuration (NOTE: hot path, see
+        # _launch).
+        self._plans: dict[tuple[Any, ...], Any] = {}
         self._configs: dict[tuple[int, int], Any] = {}
         # Once available, always: a process cannot lose its driver or its GPU,
         # and the probe costs tens of microseconds on every call otherwise.
@@ -182,8 +183,8 @@ class CudaBackend:
         from ..kernels.cuda_primitives import simulating
 
         if out is None:
-            result = arrays.empty(like, like.shape, dtype, numba_stream)
-            return result, arrays.read(result, name, simulating()), None
+            result, operand = arrays.empty_operand(like, dtype, numba_stream, simulating())
+            return result, operand, None
         if isinstance(out, np.ndarray):
             # A host out= is only reachable with copy_host=True (checked by caller).
             exact_out(name, out, like.shape, dtype)
@@ -200,39 +201,34 @@ class CudaBackend:
     def _launch(
         self, name: str, dtype: np.dtype, operands: list[Any], n_inputs: int, streams: Any
     ) -> None:
-        from ..kernels import cuda as kernels
-        from ..kernels.cuda_primitives import simulating
-
         n = operands[0].size
         if n == 0:
             return
-        dispatcher = kernels.kernel(name, dtype, tuple(o.dtype for o in operands[:n_inputs]))
-        per_thread = kernels.shape_of(name, dtype)[0]
+        first = operands[0]
+        inputs = (first.dtype,) if n_inputs == 1 else (first.dtype, operands[1].dtype)
         _, core_stream, numba_stream = streams
-        if simulating():
-            blocks, threads = kernels.launch_config(
-                n, kernels.SIMULATOR_THREADS_PER_BLOCK, kernels.SIMULATOR_MAX_GRID, per_thread
-            )
-            # float16 is read as its bits, as on a GPU (kernels.load_dtype).
-            flat = [o.array.view(kernels.load_dtype(o.dtype)) for o in operands]
-            dispatcher[blocks, threads, numba_stream](*flat, n)
+        if core_stream is None:  # the simulator (see _stream)
+            self._simulate(name, dtype, inputs, operands, n, numba_stream)
             return
-        device = operands[0].device
-        if any(o.device != device for o in operands):
-            where = ", ".join(f"GPU {o.device}" for o in operands)
-            raise ValueError(f"cbrtgrad: the arrays of one call must be on one GPU, got {where}")
-        limit = self._grid_limits.get(device)
-        if limit is None:
-            from numba import cuda
-
-            current = cuda.get_current_device()
-            if current.id != device:
+        # NOTE: hot path (every GPU call): one dict lookup for what the
+        # arguments' kinds decide (kernel, shape, grid limit), made once by
+        # _plan; no import, device query or dtype.name here (the H200 profile
+        # of one call in docs/generated/gpu_check_h200.txt).
+        device = first.device
+        for operand in operands:
+            if operand.device != device:
+                where = ", ".join(f"GPU {o.device}" for o in operands)
                 raise ValueError(
-                    f"cbrtgrad: the arrays are on GPU {device}, but numba-cuda's current "
-                    f"device is GPU {current.id}; select it with numba.cuda.select_device"
+                    f"cbrtgrad: the arrays of one call must be on one GPU, got {where}"
                 )
-            limit = self._grid_limits[device] = kernels.max_grid(current)
-        blocks, threads = kernels.launch_config(n, kernels.THREADS_PER_BLOCK, limit, per_thread)
+        plan = self._plans.get((name, dtype, inputs, device))
+        if plan is None:
+            plan = self._plan(name, dtype, inputs, device)
+        tile, threads, kernel, limit, launch = plan
+        blocks = max(1, min(-(-n // tile), limit))  # kernels.launch_config, inlined
+        config = self._configs.get((blocks, threads))
+        if config is None:
+            config = self._config(blocks, threads)
         if not getattr(self._thread, "has_context", False):
             # A thread's first launch: numba-cuda's context made current on it
             # (on the default stream a launch runs in the current context).
@@ -240,25 +236,70 @@ class CudaBackend:
 
             cuda.current_context()
             self._thread.has_context = True
-        kernel = self._kernels.get((dispatcher, device))
-        if kernel is None:
-            # The one compiled signature's cuda.core kernel on this device,
-            # found once (numba-cuda's launch would look it up, type each
-            # argument and build a launch configuration on every call).
-            (compiled,) = dispatcher.overloads.values()
-            kernel = self._kernels[(dispatcher, device)] = compiled.library.get_cufunc().kernel
-        config = self._configs.get((blocks, threads))
-        if config is None:
-            from cuda.core import LaunchConfig
-
-            if len(self._configs) > 256:  # one per array size in use: keep a few
-                self._configs.clear()
-            config = self._configs[(blocks, threads)] = LaunchConfig(
-                grid=(blocks, 1, 1), block=(threads, 1, 1)
-            )
-        from cuda.core import launch
-
         launch(core_stream, config, kernel, *[o.pointer for o in operands], ctypes.c_int64(n))
+
+    def _plan(self, name: str, dtype: np.dtype, inputs: tuple[Any, ...], device: int) -> Any:
+        """``(tile, threads, cuda.core kernel, grid limit, launch)`` for these kinds, made once.
+
+        A tile is the elements one block takes (threads times elements per
+        thread); the grid limit is the device's (``MAX_GRID_DIM_X``).
+        """
+        from cuda.core import launch
+        from numba import cuda
+
+        from ..kernels import cuda as kernels
+
+        current = cuda.get_current_device()
+        if current.id != device:
+            raise ValueError(
+                f"cbrtgrad: the arrays are on GPU {device}, but numba-cuda's current "
+                f"device is GPU {current.id}; select it with numba.cuda.select_device"
+            )
+        limit = self._grid_limits.get(device)
+        if limit is None:
+            limit = self._grid_limits[device] = kernels.max_grid(current)
+        dispatcher = kernels.kernel(name, dtype, inputs)
+        # The one compiled signature's cuda.core kernel on this device (numba-
+        # cuda's own launch would look it up, type each argument and build a
+        # launch configuration on every call).
+        (compiled,) = dispatcher.overloads.values()
+        kernel = compiled.library.get_cufunc().kernel
+        threads = kernels.THREADS_PER_BLOCK
+        plan = (threads * kernels.shape_of(name, dtype)[0], threads, kernel, limit, launch)
+        self._plans[(name, dtype, inputs, device)] = plan
+        return plan
+
+    def _config(self, blocks: int, threads: int) -> Any:
+        from cuda.core import LaunchConfig
+
+        if len(self._configs) > 256:  # one per array size in use: keep a few
+            self._configs.clear()
+        config = LaunchConfig(grid=(blocks, 1, 1), block=(threads, 1, 1))
+        self._configs[(blocks, threads)] = config
+        return config
+
+    @staticmethod
+    def _simulate(
+        name: str,
+        dtype: np.dtype,
+        inputs: tuple[Any, ...],
+        operands: list[Any],
+        n: int,
+        numba_stream: Any,
+    ) -> None:
+        """The kernel in numba's simulator, on its flat arrays."""
+        from ..kernels import cuda as kernels
+
+        dispatcher = kernels.kernel(name, dtype, inputs)
+        blocks, threads = kernels.launch_config(
+            n,
+            kernels.SIMULATOR_THREADS_PER_BLOCK,
+            kernels.SIMULATOR_MAX_GRID,
+            kernels.shape_of(name, dtype)[0],
+        )
+        # float16 is read as its bits, as on a GPU (kernels.load_dtype).
+        flat = [o.array.view(kernels.load_dtype(o.dtype)) for o in operands]
+        dispatcher[blocks, threads, numba_stream](*flat, n)
 
     @staticmethod
     def _finish(result: Any, host: Any, copy_host: bool, numba_stream: Any) -> Any:

@@ -57,6 +57,11 @@ KERNEL_SHAPES = {
 }
 
 
+# NOTE: hot path (every GPU call): keyed by the dtype itself, since
+# ``dtype.name`` is computed in Python on each access (3 µs a call).
+_SHAPES_BY_DTYPE = {(name, np.dtype(dt)): shape for (name, dt), shape in KERNEL_SHAPES.items()}
+
+
 def shape_of(name: str, compute: np.dtype) -> tuple[int, int | None]:
     """``(elements per thread, register cap)`` of kernel ``name`` in ``compute``.
 
@@ -65,7 +70,8 @@ def shape_of(name: str, compute: np.dtype) -> tuple[int, int | None]:
     >>> shape_of("forward", np.dtype(np.float64))
     (4, None)
     """
-    return KERNEL_SHAPES[(name, np.dtype(compute).name)]
+    found = _SHAPES_BY_DTYPE.get((name, compute))
+    return found if found is not None else _SHAPES_BY_DTYPE[(name, np.dtype(compute))]
 
 
 #: The device attributes the launch reads, as numba-cuda names them

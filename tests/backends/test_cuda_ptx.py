@@ -162,14 +162,16 @@ _NAMES = """
 import os
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
 from cuda.bindings import driver
-from cuda.core import Stream
+from cuda.core import LaunchConfig, Stream, launch
 from numba import cuda
-from numba.cuda.dispatcher import _Kernel
+from numba.cuda.codegen import CUDACodeLibrary
 from cbrtgrad.kernels.cuda import DEVICE_ATTRIBUTES
 enum = driver.CUdevice_attribute
 print([name for name in DEVICE_ATTRIBUTES if not hasattr(enum, "CU_DEVICE_ATTRIBUTE_" + name)])
 print(hasattr(enum, "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTI_PROCESSOR"))
-print(all(map(callable, [_Kernel.launch, Stream.from_handle, cuda.external_stream])))
+used = [launch, LaunchConfig, Stream.from_handle, CUDACodeLibrary.get_cufunc]
+used += [cuda.external_stream, cuda.current_context, cuda.get_current_device]
+print(all(map(callable, used)))
 """
 
 
@@ -177,8 +179,9 @@ def test_device_attributes_and_driver_names_exist():
     # numba-cuda reads device.NAME as CU_DEVICE_ATTRIBUTE_NAME of
     # cuda.bindings (the simulator has none, so only this sees a wrong name:
     # MAX_THREADS_PER_MULTI_PROCESSOR broke every call on a real H200), and
-    # the launch path uses a compiled kernel's launch with bare pointers on a
-    # cuda.core stream made from the caller's handle.
+    # the names the launch path calls exist (cuda.core's launch with bare
+    # pointers on a stream made from the caller's handle, the compiled
+    # library's kernel, numba-cuda's context and device).
     done = subprocess.run(
         [sys.executable, "-c", _NAMES], capture_output=True, text=True, check=True
     )
