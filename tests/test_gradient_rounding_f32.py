@@ -113,3 +113,41 @@ def test_fast_path_gives_the_scalar_kernels_bits(layout):
             gs, ys = np.repeat(g, 2)[::2], np.repeat(y, 2)[::2]
             got = ufunc(gs, ys)
     assert same_bits(got, want)
+
+
+_grad_branching = cpu.FORMULAS.cube_root_grad_f32_branching
+
+
+@numba.njit(error_model="numpy")
+def _branching_kernel(g, y, dx):  # type: ignore[no-untyped-def]
+    for i in range(y.shape[0]):
+        dx[i] = _grad_branching(g[i], y[i])
+
+
+def test_the_cuda_form_gives_the_scalar_kernels_bits():
+    # The CUDA kernels' float32 gradient (cube_root_grad_f32_branching: no
+    # conversion between types for normal operands and results), compiled
+    # for the CPU: the scalar kernel's bits on the midpoint pairs, on
+    # quotients across the whole float32 range (the subnormal and overflow
+    # edges included: 2^-155 to 2^135), with zeros, subnormals, infs and
+    # nans among the operands, and on random bit patterns of both.
+    n = 400_000
+    rng = np.random.default_rng(12)
+    y = np.cbrt(cases.random_inputs(np.dtype(np.float32), n), dtype=np.float32)
+    q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-155, 135, n)
+    with np.errstate(over="ignore"):
+        g = (q * 3.0 * y.astype(np.float64) ** 2).astype(np.float32)
+    specials = cases.special_values(np.dtype(np.float32))
+    g[rng.integers(0, n, 256)] = rng.choice(specials, 256)
+    y[rng.integers(0, n, 256)] = rng.choice(specials, 256)
+    pairs = np.array(MIDPOINT_PAIRS, np.float32)
+    patterns = rng.integers(0, 2**32, (2, n), dtype=np.uint64).astype(np.uint32).view(np.float32)
+    g = np.concatenate([pairs[:, 0], -pairs[:, 0], g, patterns[0]])
+    y = np.concatenate([pairs[:, 1], pairs[:, 1], y, patterns[1]])
+    want, got = np.empty_like(y), np.empty_like(y)
+    with np.errstate(all="ignore"):
+        _scalar_kernel(g, y, want)
+        _branching_kernel(g, y, got)
+    assert same_bits(got, want)
+    # Near 2^128 one more ulp makes the result inf: the right answer, by the bits.
+    assert np.isinf(want).sum() > 100 and np.isfinite(want).sum() > n

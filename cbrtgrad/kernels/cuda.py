@@ -303,7 +303,7 @@ def python_kernel(
     # of selects in every lane, and no conversion between types in float32
     # (docs/kernels.md, "The CUDA kernels").
     forward = f.cube_root_f32_branching if single else f.cube_root_f64_branching
-    grad = f.cube_root_grad_f32 if single else f.cube_root_grad_f64
+    grad = f.cube_root_grad_f32_branching if single else f.cube_root_grad_f64
     loads = tuple(_numba_type(dt) for dt in inputs)
     reads = tuple(_reader(dt, compute) for dt in inputs)
     if name == "forward":

@@ -51,6 +51,9 @@ class Formulas:
         ``cube_root_f64``'s bits by the CPU loops' two passes with a branch
         (``cube_root_f64_plain``, then ``cube_root_f64_exact`` if it is
         hard): the CUDA kernels'.
+    cube_root_grad_f32_branching : function
+        ``cube_root_grad_f32``'s bits, with no conversion between types for
+        normal operands and results: the CUDA kernels'.
     cube_root_f32_normal : function
         That common path: the bits (int64) of the float32 root of a positive
         normal float32 given by its bits.
@@ -87,6 +90,7 @@ class Formulas:
     cube_root_f32: Any
     cube_root_f32_branching: Any
     cube_root_f64_branching: Any
+    cube_root_grad_f32_branching: Any
     cube_root_f32_normal: Any
     cube_root_grad_f64: Any
     cube_root_grad_f32: Any
@@ -119,7 +123,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     Returns
     -------
     Formulas
-        The 16 compiled scalar functions.
+        The 17 compiled scalar functions.
 
     Examples
     --------

@@ -86,8 +86,10 @@ _REBIAS_F64_TO_F32 = np.int64((1023 - 127) << 23)
 # |x|'s bits are a finite normal float32 exactly when this much above 2^-126's
 # bits is below this span (one unsigned comparison).
 _NORMAL_SPAN32 = np.uint32(0x7F800000 - 0x00800000)
-# The gradient's float32 results below 2^-126 (as float64 bits) are subnormal.
+# The gradient's float32 results below 2^-126 (as float64 bits) are subnormal;
+# from 2^128 on they overflow.
 _MIN_NORMAL32_AS_F64 = np.int64(0x3810000000000000)
+_OVERFLOW32_AS_F64 = np.int64(0x47F0000000000000)
 # P(u) = P0 + P1 u + P2 u^2, the minimax quadratic of u^(-2/3) in relative
 # error on u = 1 + e, -0.00705 <= e <= 6e-7 (the range of xs r^3 - 1 after the
 # float32 Newton step, over every float32, is [-0.0069938, 5.4e-7]): its error
@@ -298,6 +300,33 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         sign = np.int64(np.int32(ix) & _SIGN32)  # -2^31 or 0: the sum stays an int32
         return i32_as_f32(np.int32(cube_root_f32_normal(iax) + sign))
 
+    @jit
+    def cube_root_grad_f32_branching(g, y):  # type: ignore[no-untyped-def]
+        # cube_root_grad_f32's bits where a branch is cheap and conversions
+        # are not (the CUDA kernels, as cube_root_f32_branching): for normal g
+        # and y and a normal result, the same quotient and midpoint test with
+        # g and y widened and the result narrowed by their bits; the rest (a
+        # zero, subnormal, inf or nan operand, a subnormal or overflowing
+        # quotient) by cube_root_grad_f32 itself.
+        ig = np.int64(f32_as_i32(g))
+        iag = ig & _ABS32
+        iay = np.int64(f32_as_i32(y)) & _ABS32
+        if np.uint32(iag - _MIN_NORMAL32) < _NORMAL_SPAN32:
+            if np.uint32(iay - _MIN_NORMAL32) < _NORMAL_SPAN32:
+                ag = i64_as_f64((iag << np.int64(29)) + _REBIAS_F32_TO_F64)
+                ay = i64_as_f64((iay << np.int64(29)) + _REBIAS_F32_TO_F64)
+                big = mul(3.0, mul(ay, ay))  # exact, as in cube_root_grad_f32
+                bits = f64_as_i64(ag / big)
+                if bits >= _MIN_NORMAL32_AS_F64 and bits < _OVERFLOW32_AS_F64:
+                    # round_quotient_f32's test; one ulp more may reach 2^128,
+                    # whose bits are inf's, the correctly rounded result there.
+                    m = i64_as_f64((bits & _FLOAT32_PRECISION_MASK) | _HALF_ULP32_AS_I64)
+                    up = np.int64(1) if fma(-m, big, ag) > 0.0 else np.int64(0)
+                    magnitude = (bits >> np.int64(29)) - _REBIAS_F64_TO_F32 + up
+                    sign = np.int64(np.int32(ig) & _SIGN32)  # g's: 3 y^2 > 0
+                    return i32_as_f32(np.int32(magnitude + sign))
+        return cube_root_grad_f32(g, y)
+
     return {
         "inverse_cbrt_f32": inverse_cbrt_f32,
         "cube_root_f32": cube_root_f32,
@@ -305,5 +334,6 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         "cube_root_f32_normal": cube_root_f32_normal,
         "cube_root_f32_branching": cube_root_f32_branching,
         "cube_root_grad_f32": cube_root_grad_f32,
+        "cube_root_grad_f32_branching": cube_root_grad_f32_branching,
         "cube_root_grad_f32_fast": cube_root_grad_f32_fast,
     }
