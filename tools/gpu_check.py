@@ -21,8 +21,10 @@ measured where installed)::
 4. Per-call cost on 1000 and 2^20 float32 elements against ``cupy.cbrt``.
 
 Prints the tables with the GPU, driver and library versions, writes JSON,
-exits 1 on any mismatch. Takes about a minute on an H200. ``--sweep`` also
-times the kernels' other shapes (elements per thread, register cap).
+exits 1 on any mismatch. Takes about two minutes on an H200. ``--sweep`` also
+times the kernels' other shapes (elements per thread, register cap) and, at
+the default shape, the select-based formulas the kernels' own replaced
+(``kernels.cuda.FORMS``), about a minute more.
 """
 
 from __future__ import annotations
@@ -236,9 +238,13 @@ def _sweep_kernel(name: str, dt: np.dtype, n: int, repeat: int) -> list[dict[str
     stream = Stream.from_handle(0)
     default = kernels.shape_of(name, dt)
     rows, reference = [], None
-    for per_thread, registers in [default, *({(4, None), (8, 96), (4, 64)} - {default})]:
+    # Every shape with the kernels' own formulas, and the default shape with
+    # the select-based ones they replaced (kernels.FORMS: the same bits).
+    shapes = [default, *sorted({(4, None), (8, 96), (4, 64)} - {default}, key=str)]
+    for (per_thread, registers), form in [*((s, "branching") for s in shapes), (default, "select")]:
         shape = () if (per_thread, registers) == default else (per_thread, registers)
-        compiled = next(iter(kernels.kernel(name, dt, (dt,) * len(ins), *shape).overloads.values()))
+        dispatcher = kernels.kernel(name, dt, (dt,) * len(ins), *shape, form=form)
+        compiled = next(iter(dispatcher.overloads.values()))
         blocks = -(-n // (256 * per_thread))
         args = [a.data.ptr for a in ins] + [o.data.ptr for o in outs] + [n]
 
@@ -250,12 +256,12 @@ def _sweep_kernel(name: str, dt: np.dtype, n: int, repeat: int) -> list[dict[str
         reference = reference or got
         same = all(_same(a, b) == 0 for a, b in zip(got, reference, strict=True))
         regs = getattr(compiled, "regs_per_thread", None)
-        rows.append({"dtype": dt.name, "kernel": name, "per_thread": per_thread,
+        rows.append({"dtype": dt.name, "kernel": name, "form": form, "per_thread": per_thread,
                      "max_registers": registers, "registers": regs, "us": ms * 1e3,
                      "same_bits": same})  # fmt: skip
-        print(f"  {dt.name:8} {name:8} per_thread={per_thread} max_registers={registers!s:5} "
-              f"regs={regs!s:4} {ms * 1e3:9.1f} us  bits {'same' if same else 'DIFFER'}",
-              flush=True)  # fmt: skip
+        print(f"  {dt.name:8} {name:8} {form:9} per_thread={per_thread} "
+              f"max_registers={registers!s:5} regs={regs!s:4} {ms * 1e3:9.1f} us  "
+              f"bits {'same' if same else 'DIFFER'}", flush=True)  # fmt: skip
     return rows
 
 

@@ -279,11 +279,21 @@ def _reader(dtype: np.dtype, compute: np.dtype) -> Any:
     return np.float32 if compute == np.float32 else np.float64
 
 
+#: The scalar formulas a kernel can be built from, the same bits either way:
+#: ``"branching"`` (the kernels' own: a branch for the specials instead of
+#: selects in every lane, and no conversion between types in float32) and
+#: ``"select"`` (the one-element formulas before them, kept for
+#: tools/gpu_check.py --sweep to time against; docs/kernels.md, "The CUDA
+#: kernels").
+FORMS = ("branching", "select")
+
+
 def python_kernel(
     name: str,
     compute: np.dtype,
     inputs: tuple[np.dtype, ...],
     per_thread: int | None = None,
+    form: str = "branching",
 ) -> Any:
     """The Python function of kernel ``name`` for these input dtypes (not compiled).
 
@@ -295,15 +305,22 @@ def python_kernel(
         float32 or float64, the dtype it computes in and writes.
     inputs : tuple of numpy.dtype
         The dtypes it reads (one for ``forward``, two otherwise).
+    per_thread : int, optional
+        Elements each thread loads before it computes (default: ``KERNEL_SHAPES``).
+    form : {"branching", "select"}
+        Which scalar formulas (:data:`FORMS`).
     """
     per_thread = per_thread or shape_of(name, compute)[0]
     f = _formulas()
     single = compute == np.float32
-    # The branching forms: the same bits, a branch for the specials instead
-    # of selects in every lane, and no conversion between types in float32
-    # (docs/kernels.md, "The CUDA kernels").
-    forward = f.cube_root_f32_branching if single else f.cube_root_f64_branching
-    grad = f.cube_root_grad_f32_branching if single else f.cube_root_grad_f64
+    if form == "branching":
+        forward = f.cube_root_f32_branching if single else f.cube_root_f64_branching
+        grad = f.cube_root_grad_f32_branching if single else f.cube_root_grad_f64
+    elif form == "select":
+        forward = f.cube_root_f32 if single else f.cube_root_f64
+        grad = f.cube_root_grad_f32 if single else f.cube_root_grad_f64
+    else:
+        raise ValueError(f"cbrtgrad: form must be one of {FORMS}, got {form!r}")
     loads = tuple(_numba_type(dt) for dt in inputs)
     reads = tuple(_reader(dt, compute) for dt in inputs)
     if name == "forward":
@@ -320,6 +337,7 @@ def kernel(
     inputs: tuple[np.dtype, ...],
     per_thread: int | None = None,
     max_registers: int | None = None,
+    form: str = "branching",
 ) -> Any:
     """Kernel ``name`` compiled for ``inputs``, writing ``compute`` (cached).
 
@@ -333,7 +351,7 @@ def kernel(
     """
     if per_thread is None:
         per_thread, max_registers = shape_of(name, compute)
-    function = python_kernel(name, compute, inputs, per_thread)
+    function = python_kernel(name, compute, inputs, per_thread, form)
     if simulating():
         return cuda.jit(function)
     compile_for = cuda.jit(signature(name, compute, inputs), max_registers=max_registers)  # type: ignore[call-arg]

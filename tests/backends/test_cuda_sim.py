@@ -125,6 +125,26 @@ def test_every_tile_shape_and_in_place(n):
     assert same_bits(yf.copy_to_host(), y_ref) and same_bits(dxf.copy_to_host(), dx_ref)
 
 
+@pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_select_form_the_sweep_times_gives_the_same_bits(dtype):
+    # tools/gpu_check.py --sweep times the kernels built from the
+    # select-based formulas too (kernels.cuda.FORMS): the same bits.
+    from cbrtgrad.kernels import cuda as kernels
+
+    x = cases(dtype, 200)
+    g = cases(dtype, 200)[::-1].copy()
+    y, dx = cuda.device_array_like(x), cuda.device_array_like(x)
+    with np.errstate(all="ignore"):
+        y_ref, dx_ref = cpu.cube_root_and_grad(x, g)
+    dt = np.dtype(dtype)
+    fused = kernels.kernel("fused", dt, (dt, dt), form="select")
+    fused[2, 32](cuda.to_device(x), cuda.to_device(g), y, dx, x.size)
+    assert same_bits(y.copy_to_host(), y_ref) and same_bits(dx.copy_to_host(), dx_ref)
+    with pytest.raises(ValueError, match="form must be one of"):
+        kernels.python_kernel("forward", dt, (dt,), form="fast")
+
+
 def test_simulator_fma_is_exact():
     from cbrtgrad.kernels.cuda_primitives import exact_fma
 
