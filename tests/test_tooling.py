@@ -152,3 +152,13 @@ def test_gpu_check_without_a_gpu_says_so_and_exits_2():
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "no GPU to check" in done.stdout or "no CuPy" in done.stdout
+
+
+def test_gpu_session_without_a_gpu_says_so_and_exits_2(tmp_path):
+    """tools/gpu_session.sh (every GPU check in one run) here, with no GPU: a sentence, exit 2."""
+    done = subprocess.run(
+        ["bash", str(ROOT / "tools" / "gpu_session.sh")],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ, OUT=str(tmp_path)),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no CUDA GPU here" in done.stdout
