@@ -32,10 +32,14 @@ _instances: dict[str, Backend] = {}
 #: (accelerate's and cuda's availability depends on settings, libraries and
 #: drivers, which tests and users change at run time.)
 _ALWAYS_AVAILABLE = frozenset({"cpu", "numpy", "parallel"})
+#: Backends that, once available, stay so for the process: cuda (a process
+#: cannot lose its driver or its GPU, and the backend caches a successful
+#: probe itself). A failed probe is asked again on the next call.
+_AVAILABLE_ONCE_FOUND = frozenset({"cuda"})
 #: Those of them :func:`get_backend` has returned, by their own names (other
 #: spellings, " CPU ", take the general way), so that a call naming one again
 #: skips the name's parsing and the availability probe (hot path: every
-#: ``backend="cpu"`` call).
+#: ``backend="cpu"`` call, and every call on a device array).
 _ready: dict[str, Backend] = {}
 _lock = threading.Lock()
 
@@ -170,6 +174,6 @@ def get_backend(name: str) -> Backend:
     if not status.available:
         raise BackendUnavailableError(f"cbrtgrad: backend {key!r} is unavailable: {status.reason}")
     found = instance(key)
-    if key in _ALWAYS_AVAILABLE and name == key:
+    if (key in _ALWAYS_AVAILABLE or key in _AVAILABLE_ONCE_FOUND) and name == key:
         _ready[key] = found
     return found

@@ -150,6 +150,16 @@ def test_availability_is_asked_again_after_the_environment_changes(env):
     assert "cpu" in _catalog._ready
 
 
+def test_cuda_once_available_is_not_probed_again():
+    # The cuda backend caches a successful probe (a process cannot lose its
+    # GPU), so get_backend keeps it too: a call on a device array skips the
+    # name's parsing and the probe.
+    pytest.importorskip("numba.cuda")
+    found = get_backend("cuda")  # the simulator here: available
+    assert _catalog._ready.get("cuda") is found
+    assert get_backend("cuda") is found
+
+
 def test_one_rules_table_chooses_and_describes(env):
     # auto_choice and describe_auto_choice read the same table, rule by rule.
     from cbrtgrad.backends._auto import RULES
