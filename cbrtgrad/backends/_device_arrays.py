@@ -164,12 +164,15 @@ def empty_operand(
     is read, not the whole of :func:`read` with its checks.
     """
     result = empty(like, like.shape, dtype, stream)
+    device = like.device
     if like.library == CUPY:
-        pointer, array = result.data.ptr, None
+        # CuPy allocates on its current device, which need not be the input's:
+        # the launch refuses arrays of two devices, so read it.
+        pointer, array, device = result.data.ptr, None, result.device.id
     elif like.library == TORCH:
-        pointer, array = result.data_ptr(), None
+        pointer, array = result.data_ptr(), None  # made on like's device
     elif simulating:
         pointer, array = 0, result.reshape(like.size)
-    else:
+    else:  # numba's current device, which the launch checks is the input's
         pointer, array = result.device_ctypes_pointer.value or 0, None
-    return result, like._replace(pointer=pointer, dtype=dtype, array=array)
+    return result, like._replace(pointer=pointer, dtype=dtype, array=array, device=device)
