@@ -245,11 +245,14 @@ def _sweep_kernel(name: str, dt: np.dtype, n: int, repeat: int) -> list[dict[str
         shape = () if (per_thread, registers) == default else (per_thread, registers)
         dispatcher = kernels.kernel(name, dt, (dt,) * len(ins), *shape, form=form)
         compiled = next(iter(dispatcher.overloads.values()))
-        blocks = -(-n // (256 * per_thread))
+        threads = kernels.threads_per_block()  # what every kernel is compiled for
+        blocks = -(-n // (threads * per_thread))
         args = [a.data.ptr for a in ins] + [o.data.ptr for o in outs] + [n]
 
-        def run(compiled: Any = compiled, blocks: int = blocks, args: Any = args) -> None:
-            compiled.launch(args, (blocks, 1, 1), (256, 1, 1), stream, 0)
+        def run(
+            compiled: Any = compiled, blocks: int = blocks, threads: int = threads, args: Any = args
+        ) -> None:
+            compiled.launch(args, (blocks, 1, 1), (threads, 1, 1), stream, 0)
 
         ms = events_ms(run, repeat)
         got = [o.get() for o in outs]

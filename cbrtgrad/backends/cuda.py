@@ -264,7 +264,7 @@ class CudaBackend:
         # launch configuration on every call).
         (compiled,) = dispatcher.overloads.values()
         kernel = compiled.library.get_cufunc().kernel
-        threads = kernels.THREADS_PER_BLOCK
+        threads = kernels.threads_per_block()  # what the kernel is compiled for
         plan = (threads * kernels.shape_of(name, dtype)[0], threads, kernel, limit, launch)
         self._plans[(name, dtype, inputs, device)] = plan
         return plan
@@ -293,7 +293,7 @@ class CudaBackend:
         dispatcher = kernels.kernel(name, dtype, inputs)
         blocks, threads = kernels.launch_config(
             n,
-            kernels.SIMULATOR_THREADS_PER_BLOCK,
+            kernels.threads_per_block(),
             kernels.SIMULATOR_MAX_GRID,
             kernels.shape_of(name, dtype)[0],
         )

@@ -10,8 +10,10 @@ marshal per call. A block owns a tile of a few (``KERNEL_SHAPES``) times its
 width in elements; each thread loads its elements of the tile (coalesced,
 ``width`` apart) before it computes and stores any of them, so several loads
 are in flight per thread: an elementwise kernel with one load per thread is
-latency bound on an H200 (docs/kernels.md, "The CUDA kernels"). Only the
-last tile checks bounds element by element. Tiles past the grid's limit are
+latency bound on an H200 (docs/kernels.md, "The CUDA kernels"). The width is
+a compile-time constant (:func:`threads_per_block`, which every launch uses),
+so those elements lie at constant offsets, immediates of the loads and
+stores. Only the last tile checks bounds element by element. Tiles past the grid's limit are
 taken by the same blocks in a loop, so arrays of more than 2^31 elements work.
 
 Kernels are compiled per input dtype, on first use, with an explicit
@@ -43,6 +45,22 @@ from .formulas import make_formulas
 THREADS_PER_BLOCK = 256
 #: The simulator runs every thread of a block as a Python thread: keep it small.
 SIMULATOR_THREADS_PER_BLOCK = 32
+
+
+def threads_per_block() -> int:
+    """The block width every kernel is compiled for, and must be launched with.
+
+    NOTE: a compile-time constant, not ``cuda.blockDim.x``: each thread's
+    elements then lie at constant offsets from its first one, which a load
+    or store takes as an immediate (``LDG [R+0x400]``) instead of two 64-bit
+    integer adds per element (docs/kernels.md, "The CUDA kernels").
+
+    Examples
+    --------
+    >>> threads_per_block() in (THREADS_PER_BLOCK, SIMULATOR_THREADS_PER_BLOCK)
+    True
+    """
+    return SIMULATOR_THREADS_PER_BLOCK if simulating() else THREADS_PER_BLOCK
 #: Each kernel's shape: (elements each thread loads before it computes, the
 #: register cap ptxas compiles it with, None for its own choice), the fastest
 #: of a sweep on an H200 (tools/gpu_check.py --sweep; the figures are in
@@ -105,12 +123,11 @@ def launch_config(n: int, threads: int, grid_limit: int, per_thread: int) -> tup
 
 
 def _unary(
-    scalar: Callable[..., Any], read: Any, load_type: Any, per_thread: int
+    scalar: Callable[..., Any], read: Any, load_type: Any, per_thread: int, width: int
 ) -> Callable[..., Any]:
     """``y[i] = scalar(read(x[i]))`` over the tiles: the forward kernel."""
 
     def kernel(x, y, n):  # type: ignore[no-untyped-def]
-        width = np.int64(cuda.blockDim.x)
         tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
         step = np.int64(cuda.gridDim.x) * (width * per_thread)
         while tile < n:
@@ -140,11 +157,11 @@ def _binary(
     g_type: Any,
     y_type: Any,
     per_thread: int,
+    width: int,
 ) -> Callable[..., Any]:
     """``dx[i] = scalar(read_g(g[i]), read_y(y[i]))`` over the tiles: the grad kernel."""
 
     def kernel(g, y, dx, n):  # type: ignore[no-untyped-def]
-        width = np.int64(cuda.blockDim.x)
         tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
         step = np.int64(cuda.gridDim.x) * (width * per_thread)
         while tile < n:
@@ -175,11 +192,11 @@ def _fused(
     x_type: Any,
     g_type: Any,
     per_thread: int,
+    width: int,
 ) -> Callable[..., Any]:
     """``y = cbrt(x)`` and ``dx = grad(g, y)`` in one pass: the fused kernel."""
 
     def kernel(x, g, y, dx, n):  # type: ignore[no-untyped-def]
-        width = np.int64(cuda.blockDim.x)
         tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
         step = np.int64(cuda.gridDim.x) * (width * per_thread)
         while tile < n:
@@ -323,11 +340,12 @@ def python_kernel(
         raise ValueError(f"cbrtgrad: form must be one of {FORMS}, got {form!r}")
     loads = tuple(_numba_type(dt) for dt in inputs)
     reads = tuple(_reader(dt, compute) for dt in inputs)
+    width = threads_per_block()
     if name == "forward":
-        return _unary(forward, reads[0], loads[0], per_thread)
+        return _unary(forward, reads[0], loads[0], per_thread, width)
     if name == "grad":
-        return _binary(grad, reads[0], reads[1], loads[0], loads[1], per_thread)
-    return _fused(forward, grad, reads[0], reads[1], loads[0], loads[1], per_thread)
+        return _binary(grad, reads[0], reads[1], loads[0], loads[1], per_thread, width)
+    return _fused(forward, grad, reads[0], reads[1], loads[0], loads[1], per_thread, width)
 
 
 @cache

@@ -148,6 +148,22 @@ def test_the_float32_forward_converts_nothing_on_its_common_path(compiled_all, t
     assert [op for op in kernel if _opcode(op) in _CONVERSIONS]
 
 
+def test_each_thread_addresses_its_elements_by_immediate_offsets(compiled, tmp_path):
+    # The block width is a compile-time constant (kernels.threads_per_block),
+    # so a thread's elements of a tile lie at constant offsets from its first
+    # one: every load and store of a full tile but the first takes its offset
+    # as an immediate (LDG [R+0x400]), with no 64-bit integer adds per element.
+    from cbrtgrad.kernels.cuda import KERNEL_SHAPES
+
+    arrays = {"forward": 2, "grad": 3, "fused": 4}  # inputs and outputs
+    for name, code in compiled.items():
+        kernel, compute = name.split("_")[:2]
+        per_thread = KERNEL_SHAPES[(kernel, compute)][0]
+        sass = _sass(code["ptx"], tmp_path)
+        offset = [op for op in sass if re.match(r"(LDG|STG)\S*\s.*\.64\+0x", op)]
+        assert len(offset) >= (per_thread - 1) * arrays[kernel], (name, len(offset))
+
+
 def test_the_sass_check_sees_a_contraction(compiled, tmp_path):
     # The gradient kernel with the rounding modes taken off its multiplies
     # and adds (what NVVM emits for plain * and +): now ptxas fuses some of

@@ -139,7 +139,7 @@ def test_the_select_form_the_sweep_times_gives_the_same_bits(dtype):
         y_ref, dx_ref = cpu.cube_root_and_grad(x, g)
     dt = np.dtype(dtype)
     fused = kernels.kernel("fused", dt, (dt, dt), form="select")
-    fused[2, 32](cuda.to_device(x), cuda.to_device(g), y, dx, x.size)
+    fused[2, kernels.threads_per_block()](cuda.to_device(x), cuda.to_device(g), y, dx, x.size)
     assert same_bits(y.copy_to_host(), y_ref) and same_bits(dx.copy_to_host(), dx_ref)
     with pytest.raises(ValueError, match="form must be one of"):
         kernels.python_kernel("forward", dt, (dt,), form="fast")
