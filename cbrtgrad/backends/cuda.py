@@ -30,6 +30,7 @@ import numpy as np
 from .. import _dtypes
 from .._array_kinds import is_device_array
 from .._ufunc_args import exact_out, fused_pair
+from ..kernels.cuda_primitives import simulating  # no numba.cuda: numpy and the stdlib
 from . import _device_arrays as arrays
 from ._protocol import Availability
 
@@ -112,8 +113,6 @@ class CudaBackend:
         try:
             from numba import cuda
 
-            from ..kernels.cuda_primitives import simulating
-
             if simulating():
                 return Availability(
                     True, "numba CUDA simulator (NUMBA_ENABLE_CUDASIM=1): Python speed, for tests"
@@ -149,8 +148,6 @@ class CudaBackend:
         return found
 
     def _operand(self, value: Any, name: str, copy_host: bool, numba_stream: Any) -> Any:
-        from ..kernels.cuda_primitives import simulating
-
         if not is_device_array(value):
             if not copy_host:
                 raise TypeError(f"cbrtgrad: {name} is a host {type(value).__name__}; {_HOST_HINT}")
@@ -163,8 +160,6 @@ class CudaBackend:
 
     def _stream(self, stream: Any, first: Any) -> tuple[int, Any, Any]:
         """``(handle, cuda.core stream, numba stream)`` to run on."""
-        from ..kernels.cuda_primitives import simulating
-
         if simulating():  # the simulator's streams are synchronous stand-ins
             return 0, None, 0 if stream is None else stream
         if stream is None:
@@ -180,8 +175,6 @@ class CudaBackend:
         self, out: Any, name: str, like: Any, dtype: np.dtype, numba_stream: Any
     ) -> tuple[Any, Any, Any]:
         """``(result to return, its operand, host array to copy into or None)``."""
-        from ..kernels.cuda_primitives import simulating
-
         if out is None:
             result, operand = arrays.empty_operand(like, dtype, numba_stream, simulating())
             return result, operand, None
