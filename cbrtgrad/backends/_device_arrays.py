@@ -176,3 +176,23 @@ def empty_operand(
     else:  # numba's current device, which the launch checks is the input's
         pointer, array = result.device_ctypes_pointer.value or 0, None
     return result, like._replace(pointer=pointer, dtype=dtype, array=array, device=device)
+
+
+def scalar_like(like: Operand, value: Any, dtype: np.dtype, stream: Any) -> Any:
+    """A one-element (0-d) array of ``like``'s library holding ``value`` cast to ``dtype``.
+
+    For a host scalar given beside device arrays (a gradient of ``1.0``), as
+    CuPy takes Python and numpy scalars beside its arrays. ``stream`` is a
+    numba stream (or 0), for numba's copy.
+    """
+    host = np.asarray(value, dtype=dtype)  # the cast every backend makes
+    if like.library == CUPY:
+        return sys.modules["cupy"].full((), host[()], dtype)  # a fill kernel, no copy
+    if like.library == TORCH:
+        torch = sys.modules["torch"]
+        torch_dtypes()
+        torch_dtype = NUMPY_TO_TORCH[dtype]
+        return torch.full((), float(host), dtype=torch_dtype, device=f"cuda:{like.device}")
+    from numba import cuda
+
+    return cuda.to_device(host, stream=stream)

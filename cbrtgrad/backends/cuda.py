@@ -9,11 +9,13 @@ library's own kernels are. Every result can be passed back in. Host arrays
 are an error unless the caller asks for the copies with ``copy_host=True``.
 
 Device arrays must be C-contiguous and, for the gradient and the fused
-kernel, of equal shapes (no broadcasting on the device); ``where=`` must be
-``True``. Under ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run in numba's
-simulator, which is how CI runs them; CI also compiles them to PTX and SASS
-for sm_90 (tests/backends/test_cuda_ptx.py), and tools/gpu_check.py runs them
-on a real GPU.
+kernel, of equal shapes, but for a ``g`` of one element (a device array of
+size 1, or a host scalar such as ``1.0``, as CuPy takes one beside its
+arrays), which is broadcast; ``where=`` must be ``True``. Under
+``NUMBA_ENABLE_CUDASIM=1`` the same kernels run in numba's simulator, which
+is how CI runs them; CI also compiles them to PTX and SASS for sm_90
+(tests/backends/test_cuda_ptx.py), and tools/gpu_check.py runs them on a
+real GPU.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ class CudaBackend:
         # Per stream handle: (cuda.core stream for launches, numba stream for
         # numba's allocations and copies), made once per stream.
         self._streams: dict[int, tuple[Any, Any]] = {}
-        # Per (kernel name, compute dtype, input dtypes, device): its plan (see
+        # Per (kernel name, compute dtype, input dtypes, device, one g): its plan (see
         # _plan); per grid size: its launch configuration (NOTE: hot path, see
         # _launch).
         self._plans: dict[tuple[Any, ...], Any] = {}
@@ -192,16 +194,22 @@ class CudaBackend:
         return out, operand, None
 
     def _launch(
-        self, name: str, dtype: np.dtype, operands: list[Any], n_inputs: int, streams: Any
+        self,
+        name: str,
+        dtype: np.dtype,
+        operands: list[Any],
+        n_inputs: int,
+        streams: Any,
+        scalar_g: bool = False,
     ) -> None:
-        n = operands[0].size
+        n = operands[-1].size  # an output's: every element computed (g may be one)
         if n == 0:
             return
         first = operands[0]
         inputs = (first.dtype,) if n_inputs == 1 else (first.dtype, operands[1].dtype)
         _, core_stream, numba_stream = streams
         if core_stream is None:  # the simulator (see _stream)
-            self._simulate(name, dtype, inputs, operands, n, numba_stream)
+            self._simulate(name, dtype, inputs, operands, n, numba_stream, scalar_g)
             return
         # NOTE: hot path (every GPU call): one dict lookup for what the
         # arguments' kinds decide (kernel, shape, grid limit), made once by
@@ -214,9 +222,9 @@ class CudaBackend:
                 raise ValueError(
                     f"cbrtgrad: the arrays of one call must be on one GPU, got {where}"
                 )
-        plan = self._plans.get((name, dtype, inputs, device))
+        plan = self._plans.get((name, dtype, inputs, device, scalar_g))
         if plan is None:
-            plan = self._plan(name, dtype, inputs, device)
+            plan = self._plan(name, dtype, inputs, device, scalar_g)
         tile, threads, kernel, limit, launch = plan
         blocks = max(1, min(-(-n // tile), limit))  # kernels.launch_config, inlined
         config = self._configs.get((blocks, threads))
@@ -231,7 +239,9 @@ class CudaBackend:
             self._thread.has_context = True
         launch(core_stream, config, kernel, *[o.pointer for o in operands], ctypes.c_int64(n))
 
-    def _plan(self, name: str, dtype: np.dtype, inputs: tuple[Any, ...], device: int) -> Any:
+    def _plan(
+        self, name: str, dtype: np.dtype, inputs: tuple[Any, ...], device: int, scalar_g: bool
+    ) -> Any:
         """``(tile, threads, cuda.core kernel, grid limit, launch)`` for these kinds, made once.
 
         A tile is the elements one block takes (threads times elements per
@@ -251,7 +261,7 @@ class CudaBackend:
         limit = self._grid_limits.get(device)
         if limit is None:
             limit = self._grid_limits[device] = kernels.max_grid(current)
-        dispatcher = kernels.kernel(name, dtype, inputs)
+        dispatcher = kernels.kernel(name, dtype, inputs, scalar_g=scalar_g)
         # The one compiled signature's cuda.core kernel on this device (numba-
         # cuda's own launch would look it up, type each argument and build a
         # launch configuration on every call).
@@ -259,7 +269,7 @@ class CudaBackend:
         kernel = compiled.library.get_cufunc().kernel
         threads = kernels.threads_per_block()  # what the kernel is compiled for
         plan = (threads * kernels.shape_of(name, dtype)[0], threads, kernel, limit, launch)
-        self._plans[(name, dtype, inputs, device)] = plan
+        self._plans[(name, dtype, inputs, device, scalar_g)] = plan
         return plan
 
     def _config(self, blocks: int, threads: int) -> Any:
@@ -279,11 +289,12 @@ class CudaBackend:
         operands: list[Any],
         n: int,
         numba_stream: Any,
+        scalar_g: bool,
     ) -> None:
         """The kernel in numba's simulator, on its flat arrays."""
         from ..kernels import cuda as kernels
 
-        dispatcher = kernels.kernel(name, dtype, inputs)
+        dispatcher = kernels.kernel(name, dtype, inputs, scalar_g=scalar_g)
         blocks, threads = kernels.launch_config(
             n,
             kernels.threads_per_block(),
@@ -317,29 +328,62 @@ class CudaBackend:
             raise TypeError(f"cbrtgrad: out is a host ndarray; {_HOST_HINT}")
 
     def _prepare(
-        self, values: tuple[Any, ...], names: tuple[str, ...], copy_host: bool, stream: Any
-    ) -> tuple[list[Any], Any]:
-        """The inputs as operands of one shape, and the streams to run on."""
+        self,
+        values: tuple[Any, ...],
+        names: tuple[str, ...],
+        copy_host: bool,
+        stream: Any,
+        scalar_dtype: np.dtype | None = None,
+    ) -> tuple[list[Any], Any, bool]:
+        """The inputs as operands, the streams to run on, and whether ``g`` is one element.
+
+        Every input has one shape, but ``g`` where ``scalar_dtype`` is given
+        (the gradient and fused kernels): it may be one element, broadcast as
+        numpy broadcasts it: a device array of size 1 and no more dimensions
+        than the other input, or a host scalar (Python or numpy, or a 0-d
+        array), made a one-element array of the other input's library in
+        ``scalar_dtype``.
+        """
         if copy_host:
             # The copies to the device go on the given stream (the default
             # one without): there is no input library to ask.
             streams = self._stream(stream, None)
         else:
             streams = None
-        operands = []
+        host_g = (
+            scalar_dtype is not None
+            and not copy_host
+            and not is_device_array(values[names.index("g")])
+            and np.ndim(values[names.index("g")]) == 0
+        )
+        operands: list[Any] = []
         for value, name in zip(values, names, strict=True):
+            if host_g and name == "g":
+                operands.append(None)  # made below, on the other input's library
+                continue
             numba_stream = streams[2] if streams is not None else 0
             operands.append(self._operand(value, name, copy_host, numba_stream))
+        full = next(i for i, name in enumerate(names) if name != "g")
         if streams is None:
-            streams = self._stream(stream, operands[0])
-        shape = operands[0].shape
-        for operand, name in zip(operands[1:], names[1:], strict=True):
-            if operand.shape != shape:
-                raise ValueError(
-                    f"cbrtgrad: {names[0]} has shape {shape} and {name} {operand.shape}; "
-                    "the cuda backend does not broadcast"
-                )
-        return operands, streams
+            streams = self._stream(stream, operands[full])
+        if host_g and scalar_dtype is not None:
+            g = names.index("g")
+            made = arrays.scalar_like(operands[full], values[g], scalar_dtype, streams[2])
+            operands[g] = arrays.read(made, "g", simulating())
+        shape = operands[full].shape
+        scalar_g = False
+        for operand, name in zip(operands, names, strict=True):
+            if operand.shape == shape:
+                continue
+            if scalar_dtype is not None and name == "g":
+                if operand.size == 1 and len(operand.shape) <= len(shape):
+                    scalar_g = True
+                    continue
+            raise ValueError(
+                f"cbrtgrad: {names[full]} has shape {shape} and {name} {operand.shape}; "
+                "the cuda backend broadcasts only a g of one element"
+            )
+        return operands, streams, scalar_g
 
     # -- the protocol ---------------------------------------------------------
 
@@ -356,7 +400,7 @@ class CudaBackend:
         """``cbrt(x)`` on the device; ``stream`` and ``copy_host`` are cuda-only."""
         self._check_where(where)
         self._check_out_kind(out, copy_host)
-        (xo,), streams = self._prepare((x,), ("x",), copy_host, stream)
+        (xo,), streams, _ = self._prepare((x,), ("x",), copy_host, stream)
         compute = _dtypes.compute_dtype_of(xo, dtype=dtype)
         result, yo, host = self._output(out, "out", xo, compute, streams[2])
         self._launch("forward", compute, [xo, yo], 1, streams)
@@ -376,10 +420,12 @@ class CudaBackend:
         """``g / (3 y^2)`` on the device; ``g`` and ``y`` of one shape."""
         self._check_where(where)
         self._check_out_kind(out, copy_host)
-        (go, yo), streams = self._prepare((g, y), ("g", "y"), copy_host, stream)
-        compute = _dtypes.compute_dtype_of(go, yo, argument="g, y", dtype=dtype)
-        result, dxo, host = self._output(out, "out", go, compute, streams[2])
-        self._launch("grad", compute, [go, yo, dxo], 2, streams)
+        # The compute dtype from the values themselves: a Python scalar g is
+        # weak (NEP 50), as in the api.
+        compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
+        (go, yo), streams, scalar_g = self._prepare((g, y), ("g", "y"), copy_host, stream, compute)
+        result, dxo, host = self._output(out, "out", yo, compute, streams[2])
+        self._launch("grad", compute, [go, yo, dxo], 2, streams, scalar_g)
         return self._finish(result, host, copy_host, streams[2])
 
     def cube_root_and_grad(
@@ -396,11 +442,11 @@ class CudaBackend:
         y_out, dx_out = fused_pair(out, "device arrays")
         self._check_out_kind(y_out, copy_host)
         self._check_out_kind(dx_out, copy_host)
-        (xo, go), streams = self._prepare((x, g), ("x", "g"), copy_host, stream)
-        compute = _dtypes.compute_dtype_of(xo, go, argument="x, g", dtype=dtype)
+        compute = _dtypes.compute_dtype_of(x, g, argument="x, g", dtype=dtype)
+        (xo, go), streams, scalar_g = self._prepare((x, g), ("x", "g"), copy_host, stream, compute)
         y, yo, y_host = self._output(y_out, "out[y]", xo, compute, streams[2])
         dx, dxo, dx_host = self._output(dx_out, "out[dx]", xo, compute, streams[2])
-        self._launch("fused", compute, [xo, go, yo, dxo], 2, streams)
+        self._launch("fused", compute, [xo, go, yo, dxo], 2, streams, scalar_g)
         return (
             self._finish(y, y_host, copy_host, streams[2]),
             self._finish(dx, dx_host, copy_host, streams[2]),

@@ -6,15 +6,12 @@ device functions against :mod:`cbrtgrad.kernels.cuda_primitives`, so a GPU
 
 Each kernel takes bare pointers and an element count, ``(x, y, n)``: three
 kernel parameters instead of seven per array, and no shape or stride to
-marshal per call. A block owns a tile of a few (``KERNEL_SHAPES``) times its
-width in elements; each thread loads its elements of the tile (coalesced,
-``width`` apart) before it computes and stores any of them, so several loads
-are in flight per thread: an elementwise kernel with one load per thread is
-latency bound on an H200 (docs/kernels.md, "The CUDA kernels"). The width is
-a compile-time constant (:func:`threads_per_block`, which every launch uses),
-so those elements lie at constant offsets, immediates of the loads and
-stores. Only the last tile checks bounds element by element. Tiles past the grid's limit are
-taken by the same blocks in a loop, so arrays of more than 2^31 elements work.
+marshal per call. Its tile loop is one of :mod:`cbrtgrad.kernels.cuda_tiles`:
+a block owns a tile of a few (``KERNEL_SHAPES``) times its width in
+elements, each thread loading its elements before it computes any (an
+elementwise kernel with one load per thread is latency bound on an H200:
+docs/kernels.md, "The CUDA kernels"); the width is a compile-time constant
+(:func:`threads_per_block`, which every launch uses).
 
 Kernels are compiled per input dtype, on first use, with an explicit
 signature (float16 inputs into the float32 kernels, the force-fp32 policy,
@@ -23,20 +20,18 @@ float64 ones). Under numba's CUDA simulator the
 same Python functions run on simulator arrays, which index like pointers.
 
 NOTE: importing this module imports ``numba.cuda``; the ``cuda`` backend does
-that only once it knows numba-cuda is installed. ``numba.cuda`` must be a
-module global (not a closure variable) of the kernels: the simulator swaps
-the kernels' global ``cuda`` for its fake thread-index API.
+that only once it knows numba-cuda is installed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
 from numba import cuda
 
+from . import cuda_tiles as tiles
 from .cuda_primitives import cuda_primitives, simulating
 from .formulas import make_formulas
 
@@ -61,6 +56,8 @@ def threads_per_block() -> int:
     True
     """
     return SIMULATOR_THREADS_PER_BLOCK if simulating() else THREADS_PER_BLOCK
+
+
 #: Each kernel's shape: (elements each thread loads before it computes, the
 #: register cap ptxas compiles it with, None for its own choice), the fastest
 #: of a sweep on an H200 (tools/gpu_check.py --sweep; the figures are in
@@ -120,111 +117,6 @@ def launch_config(n: int, threads: int, grid_limit: int, per_thread: int) -> tup
     """
     tile = threads * per_thread
     return max(1, min(-(-n // tile), grid_limit)), threads
-
-
-def _unary(
-    scalar: Callable[..., Any], read: Any, load_type: Any, per_thread: int, width: int
-) -> Callable[..., Any]:
-    """``y[i] = scalar(read(x[i]))`` over the tiles: the forward kernel."""
-
-    def kernel(x, y, n):  # type: ignore[no-untyped-def]
-        tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
-        step = np.int64(cuda.gridDim.x) * (width * per_thread)
-        while tile < n:
-            first = tile + cuda.threadIdx.x
-            if first + (per_thread - 1) * width < n:
-                # All loads first: y may be x (out=x), and each thread reads
-                # its own elements before it writes them.
-                held = cuda.local.array(per_thread, load_type)
-                for k in range(per_thread):
-                    held[k] = x[first + k * width]
-                for k in range(per_thread):
-                    y[first + k * width] = scalar(read(held[k]))
-            else:
-                i = first
-                while i < n:
-                    y[i] = scalar(read(x[i]))
-                    i += width
-            tile += step
-
-    return kernel
-
-
-def _binary(
-    scalar: Callable[..., Any],
-    read_g: Any,
-    read_y: Any,
-    g_type: Any,
-    y_type: Any,
-    per_thread: int,
-    width: int,
-) -> Callable[..., Any]:
-    """``dx[i] = scalar(read_g(g[i]), read_y(y[i]))`` over the tiles: the grad kernel."""
-
-    def kernel(g, y, dx, n):  # type: ignore[no-untyped-def]
-        tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
-        step = np.int64(cuda.gridDim.x) * (width * per_thread)
-        while tile < n:
-            first = tile + cuda.threadIdx.x
-            if first + (per_thread - 1) * width < n:
-                gs = cuda.local.array(per_thread, g_type)
-                ys = cuda.local.array(per_thread, y_type)
-                for k in range(per_thread):
-                    gs[k] = g[first + k * width]
-                    ys[k] = y[first + k * width]
-                for k in range(per_thread):
-                    dx[first + k * width] = scalar(read_g(gs[k]), read_y(ys[k]))
-            else:
-                i = first
-                while i < n:
-                    dx[i] = scalar(read_g(g[i]), read_y(y[i]))
-                    i += width
-            tile += step
-
-    return kernel
-
-
-def _fused(
-    forward: Callable[..., Any],
-    grad: Callable[..., Any],
-    read_x: Any,
-    read_g: Any,
-    x_type: Any,
-    g_type: Any,
-    per_thread: int,
-    width: int,
-) -> Callable[..., Any]:
-    """``y = cbrt(x)`` and ``dx = grad(g, y)`` in one pass: the fused kernel."""
-
-    def kernel(x, g, y, dx, n):  # type: ignore[no-untyped-def]
-        tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
-        step = np.int64(cuda.gridDim.x) * (width * per_thread)
-        while tile < n:
-            first = tile + cuda.threadIdx.x
-            if first + (per_thread - 1) * width < n:
-                xs = cuda.local.array(per_thread, x_type)
-                gs = cuda.local.array(per_thread, g_type)
-                for k in range(per_thread):
-                    xs[k] = x[first + k * width]
-                    gs[k] = g[first + k * width]
-                for k in range(per_thread):
-                    # y in the compute dtype, so dx comes from the same bits
-                    # the unfused grad kernel would read.
-                    yv = forward(read_x(xs[k]))
-                    y[first + k * width] = yv
-                    dx[first + k * width] = grad(read_g(gs[k]), yv)
-            else:
-                i = first
-                while i < n:
-                    # g[i] read before y[i] is written: y may be g (out=(g, ...)).
-                    gv = read_g(g[i])
-                    yv = forward(read_x(x[i]))
-                    y[i] = yv
-                    dx[i] = grad(gv, yv)
-                    i += width
-            tile += step
-
-    return kernel
 
 
 @lru_cache(maxsize=1)
@@ -311,6 +203,7 @@ def python_kernel(
     inputs: tuple[np.dtype, ...],
     per_thread: int | None = None,
     form: str = "branching",
+    scalar_g: bool = False,
 ) -> Any:
     """The Python function of kernel ``name`` for these input dtypes (not compiled).
 
@@ -326,6 +219,9 @@ def python_kernel(
         Elements each thread loads before it computes (default: ``KERNEL_SHAPES``).
     form : {"branching", "select"}
         Which scalar formulas (:data:`FORMS`).
+    scalar_g : bool
+        For ``grad`` and ``fused``: ``g`` is one element, broadcast (the
+        kernel reads ``g[0]`` once per thread).
     """
     per_thread = per_thread or shape_of(name, compute)[0]
     f = _formulas()
@@ -342,10 +238,14 @@ def python_kernel(
     reads = tuple(_reader(dt, compute) for dt in inputs)
     width = threads_per_block()
     if name == "forward":
-        return _unary(forward, reads[0], loads[0], per_thread, width)
+        return tiles.unary(forward, reads[0], loads[0], per_thread, width)
+    if name == "grad" and scalar_g:
+        return tiles.binary_scalar_g(grad, reads[0], reads[1], loads[1], per_thread, width)
     if name == "grad":
-        return _binary(grad, reads[0], reads[1], loads[0], loads[1], per_thread, width)
-    return _fused(forward, grad, reads[0], reads[1], loads[0], loads[1], per_thread, width)
+        return tiles.binary(grad, reads[0], reads[1], loads[0], loads[1], per_thread, width)
+    if scalar_g:
+        return tiles.fused_scalar_g(forward, grad, reads[0], reads[1], loads[0], per_thread, width)
+    return tiles.fused(forward, grad, reads[0], reads[1], loads[0], loads[1], per_thread, width)
 
 
 @cache
@@ -356,6 +256,7 @@ def kernel(
     per_thread: int | None = None,
     max_registers: int | None = None,
     form: str = "branching",
+    scalar_g: bool = False,
 ) -> Any:
     """Kernel ``name`` compiled for ``inputs``, writing ``compute`` (cached).
 
@@ -369,7 +270,7 @@ def kernel(
     """
     if per_thread is None:
         per_thread, max_registers = shape_of(name, compute)
-    function = python_kernel(name, compute, inputs, per_thread, form)
+    function = python_kernel(name, compute, inputs, per_thread, form, scalar_g)
     if simulating():
         return cuda.jit(function)
     compile_for = cuda.jit(signature(name, compute, inputs), max_registers=max_registers)  # type: ignore[call-arg]
