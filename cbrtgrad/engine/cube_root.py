@@ -37,6 +37,10 @@ def _gradient(backend: Any, g: Any, y: Any) -> Any:
     # The backends take host inputs already in the compute dtype (float32 or
     # float64), which is decided here as the api decides it; device arrays
     # go to the backend as the library's own arrays, and come back wrapped.
+    if type(g) is DeviceArray and g.is_lazy_broadcast and g.shape == y.shape:
+        # One value broadcast (a sum's gradient): the kernel reads it once
+        # per thread, and the broadcast is never made into an array.
+        g = g.one
     g, y = raw(g), raw(y)
     compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
     if is_device_array(y):

@@ -57,16 +57,32 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
     cbrtgrad: device data is not copied to the host implicitly;
     """
 
-    __slots__ = ("raw", "xp", "shape", "dtype")
+    __slots__ = ("_raw", "xp", "shape", "dtype", "one")
 
     def __init__(self, raw: Any, xp: Any = None) -> None:
         self.xp = namespace(raw) if xp is None else xp
-        self.raw = raw
+        self._raw = raw
         shape = getattr(raw, "shape", None)
         if shape is None:  # a bare __cuda_array_interface__
             shape = raw.__cuda_array_interface__["shape"]
         self.shape = tuple(shape)
         self.dtype = device_dtype(raw)
+        #: For a broadcast of one element (see :meth:`broadcast_to`): that
+        #: element's array, which the cube root's gradient kernel reads
+        #: instead of the whole (``None`` otherwise).
+        self.one: Any = None
+
+    @property
+    def raw(self) -> Any:
+        """The library's own array (a broadcast of one element made here, on first use)."""
+        if self._raw is None:
+            self._raw = self.xp.broadcast_to(self.one, self.shape)
+        return self._raw
+
+    @property
+    def is_lazy_broadcast(self) -> bool:
+        """Whether this is a broadcast of :attr:`one` not yet made into an array."""
+        return self._raw is None
 
     def _wrap(self, raw: Any) -> DeviceArray:
         return DeviceArray(raw, self.xp)
@@ -103,20 +119,27 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
             return self._wrap(xp.sum(a.raw, axes, keepdims))
         if method != "__call__" or kwargs:
             return NotImplemented
-        operands = [_operand(v, i) for i, v in enumerate(inputs)]
+        if ufunc is np.positive:
+            return self
+        # Broadcasts of one element (a sum's gradient) stay one element
+        # through element-wise ops with scalars or with each other: op(one)
+        # broadcast is op of the broadcast, element by element.
+        lazy = _lazy_shape(inputs)
+        operands = [_operand(v, i, lazy is not None) for i, v in enumerate(inputs)]
         name = _BINARY.get(ufunc)
         if name is not None:
-            return self._wrap(getattr(xp, name)(*operands))
-        if ufunc is np.negative:
-            return self._wrap(xp.negative(*operands))
-        if ufunc is np.power:
+            result = getattr(xp, name)(*operands)
+        elif ufunc is np.negative:
+            result = xp.negative(*operands)
+        elif ufunc is np.power:
             base, exponent = operands
             if not isinstance(exponent, _SCALARS):
                 raise TypeError("cbrtgrad: the exponent of a device ** must be a real scalar")
-            return self._wrap(xp.power(base, float(exponent)))
-        if ufunc is np.positive:
-            return self
-        return NotImplemented
+            result = xp.power(base, float(exponent))
+        else:
+            return NotImplemented
+        wrapped = self._wrap(result)
+        return wrapped if lazy is None else wrapped.broadcast_to(lazy)
 
     # -- the ndarray methods the engine calls ---------------------------------
     def astype(self, dtype: Any, copy: bool = True) -> DeviceArray:
@@ -138,8 +161,22 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
         return self._wrap(self.xp.reshape(self.raw, tuple(int(n) for n in shape)))
 
     def broadcast_to(self, shape: tuple[int, ...]) -> DeviceArray:
-        """The values broadcast to ``shape`` (a new array)."""
-        return self._wrap(self.xp.broadcast_to(self.raw, shape))
+        """The values broadcast to ``shape`` (a new array, made on first use for one element).
+
+        NOTE: the gradient of a sum (``loss.sum().backward()``) is one value
+        broadcast to the input's shape; made into an array, the cube root's
+        gradient kernel would read as many bytes as it writes once more. So a
+        broadcast of one element stays one element (:attr:`one`) until its
+        :attr:`raw` is asked for, and the gradient kernel reads that element
+        once per thread (the cuda backend's one-element ``g``).
+        """
+        shape = tuple(int(n) for n in shape)
+        if self.size != 1 or shape == self.shape or len(shape) < self.ndim:
+            return self._wrap(self.xp.broadcast_to(self.raw, shape))
+        lazy = DeviceArray.__new__(DeviceArray)
+        lazy.xp, lazy._raw, lazy.shape, lazy.dtype = self.xp, None, shape, self.dtype
+        lazy.one = self.raw
+        return lazy
 
     def sum(
         self, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
@@ -182,10 +219,22 @@ def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(int(a) % ndim if ndim else int(a) for a in axes))
 
 
-def _operand(value: Any, index: int) -> Any:
-    """A ufunc operand for device_math: the raw array, or a scalar; host arrays refused."""
+def _lazy_shape(inputs: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """The shape, where every device input is a broadcast of one element to it (else None)."""
+    shape = None
+    for value in inputs:
+        if type(value) is DeviceArray:
+            if not value.is_lazy_broadcast or (shape is not None and value.shape != shape):
+                return None
+            shape = value.shape
+    return shape
+
+
+def _operand(value: Any, index: int, one: bool = False) -> Any:
+    """A ufunc operand for device_math: the raw array (its one element if ``one``), or a
+    scalar; host arrays refused."""
     if type(value) is DeviceArray:
-        return value.raw
+        return value.one if one else value.raw
     if isinstance(value, _SCALARS):
         return value
     if isinstance(value, np.ndarray) and value.ndim == 0:

@@ -162,3 +162,54 @@ def test_bad_device_input_is_a_clear_error():
     xf += cg.Tensor(device(np.array([1.0, 1.0])))  # cast back 'same_kind', as numpy's +=
     assert xf.dtype == np.float32 and xf.version == 1
     np.testing.assert_array_equal(xf.numpy(), [2.0, 9.0])
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # y = -0 from -2.5e-310
+def test_a_sums_gradient_reaches_the_kernel_as_one_element():
+    # loss.sum().backward(): the sum's gradient is one value broadcast to the
+    # input's shape. On the device it stays one element (DeviceArray.one)
+    # until an array is asked for, and the cube root's gradient kernel reads
+    # that element instead of a materialised broadcast: the same bits.
+    from cbrtgrad.engine.cube_root import _gradient
+    from cbrtgrad.engine.device import DeviceArray
+
+    for dtype in (np.float32, np.float64):
+        xh, xd = both(X64.astype(dtype), requires_grad=True)
+        for x in (xh, xd):
+            cg.cbrt(x).sum().backward()
+            (cg.cbrt(x) * 2.0).mean().backward()  # scaled on the one element too
+        np.testing.assert_array_equal(host(xd.grad), xh.grad)
+        yh = cg.cbrt(xh).numpy()
+        one = DeviceArray(device(np.array(1.5, dtype)))
+        g = one.broadcast_to(yh.shape)
+        assert g.is_lazy_broadcast and g.shape == yh.shape
+        backend = cg.backends.get_backend("cuda")
+        dx = _gradient(backend, g, DeviceArray(device(yh)))
+        assert g.is_lazy_broadcast  # never made into an array
+        want = cg.cbrt_grad(np.full(yh.shape, 1.5, dtype), yh)
+        np.testing.assert_array_equal(host(dx.raw), want)
+        # Asked for, it is the broadcast array itself.
+        np.testing.assert_array_equal(host(g.raw), np.full(yh.shape, 1.5, dtype))
+        assert not g.is_lazy_broadcast
+
+
+def test_broadcasts_of_more_than_one_element_are_made_at_once():
+    from cbrtgrad.engine.device import DeviceArray
+
+    a = DeviceArray(device(np.array([1.0, 2.0])))
+    b = a.broadcast_to((3, 2))
+    assert not b.is_lazy_broadcast
+    np.testing.assert_array_equal(host(b.raw), np.array([[1.0, 2.0]] * 3))
+    one = DeviceArray(device(np.array([4.0])))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        one.broadcast_to(())  # fewer dimensions than it has: as numpy refuses
+    # Element-wise ops of it with scalars stay one element; with an array of
+    # its shape it is made into an array first.
+    lazy = one.broadcast_to((2, 3))
+    scaled = -(lazy * 2.0) / 4.0
+    assert scaled.is_lazy_broadcast and scaled.shape == (2, 3)
+    np.testing.assert_array_equal(host(scaled.raw), np.full((2, 3), -2.0))
+    full = DeviceArray(device(np.ones((2, 3))))
+    mixed = lazy + full
+    assert not mixed.is_lazy_broadcast
+    np.testing.assert_array_equal(host(mixed.raw), np.full((2, 3), 5.0))
