@@ -9,7 +9,9 @@ measured where installed)::
    CPU): all 2^32 float32 inputs and ``--f64`` (default 10^8) float64 inputs
    (random bit patterns, [1, 8), exact cubes and their neighbours,
    subnormals) through the forward kernel; the gradient and the fused kernel
-   on ``--pairs`` (default 2^25) pairs per dtype; float16 inputs; and an array
+   on ``--pairs`` (default 2^25) pairs per dtype, and on about 10^6 pairs per
+   dtype with special operands and subnormal or overflowing results; float16
+   inputs; and an array
    of 2^31 + 4099 elements, checked whole (64-bit indexing).
 2. Interop: CuPy, PyTorch, numba and bare ``__cuda_array_interface__`` inputs
    give results of their own kind, equal to the CPU's, on the library's
@@ -68,6 +70,33 @@ def _host_grad(g: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.asarray(cbrtgrad.cbrt_grad(g, y, backend="parallel"))
 
 
+def _grad_edges(dtype: np.dtype, rng: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(g, y) where the gradient kernels leave their common path.
+
+    Every pair of special values (zeros, subnormals, infs, nans, the extremes),
+    and quotients from below the smallest subnormal to past the overflow
+    threshold, where the float32 kernel's common path hands over to the full
+    formula. NOTE: a float64 pair of two nans is left out: the cpu backend's
+    float64 gradient gives g's nan in its vector loop and y's in its scalar
+    tail there, so the reference itself depends on the position.
+    """
+    from cbrtgrad.verification import cases
+
+    specials = cases.special_values(dtype)
+    g = np.repeat(specials, specials.size)
+    y = np.tile(specials, specials.size)
+    if dtype == np.float64:
+        keep = ~(np.isnan(g) & np.isnan(y))
+        g, y = g[keep], y[keep]
+    n = 2**20
+    ys = _host_forward(cases.random_inputs(dtype, n))
+    low, high = (-160, 135) if dtype == np.float32 else (-1090, 1030)
+    with np.errstate(all="ignore"):  # infs and zeros are inputs too
+        q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(low, high, n)
+        gs = (q * 3.0 * ys.astype(np.float64) ** 2).astype(dtype)
+    return np.concatenate([g, gs]), np.concatenate([y, ys])
+
+
 def _f64_inputs(n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     quarter = n // 4
@@ -124,6 +153,14 @@ def check_bits(f64_count: int, pairs: int) -> list[dict[str, Any]]:
         name = np.dtype(dtype).name
         row(f"{name} gradient g/(3y^2)", pairs, bad_grad, time.perf_counter() - began)
         row(f"{name} fused (y and dx)", pairs, bad_fused, 0.0)
+
+    for dtype in (np.float32, np.float64):
+        began = time.perf_counter()
+        g, y = _grad_edges(np.dtype(dtype), rng)
+        dx = _host_grad(g, y)
+        bad = _same(cbrtgrad.cbrt_grad(cupy.asarray(g), cupy.asarray(y)).get(), dx)
+        row(f"{np.dtype(dtype).name} gradient: specials, subnormal and overflowing results",
+            g.size, bad, time.perf_counter() - began)  # fmt: skip
 
     h = np.arange(2**16, dtype=np.uint16).view(np.float16)
     began = time.perf_counter()
