@@ -33,12 +33,15 @@ if ! python3 -c 'import sys; from numba import cuda; sys.exit(not cuda.is_availa
     exit 2
 fi
 
+# Most important first, each later step bounded, so that the whole run ends
+# inside one 10-minute command of a lent machine (gpu_check --sweep took about
+# 3 minutes on an H200).
 status=0
 python3 tools/gpu_check.py --sweep --json "$out/gpu_check.json" 2>&1 | tee "$out/gpu_check.txt" \
     || status=1
-python3 -m cbrtgrad bench --backends cuda --sizes 268435456 2>&1 | tee "$out/bench_cuda.txt" \
-    || status=1
-python3 -m pytest -q -p no:cacheprovider tests/backends tests/engine/test_device_tensors.py 2>&1 \
-    | tee "$out/pytest_cuda.txt" || status=1
+timeout 240 python3 -m pytest -q -p no:cacheprovider tests/backends \
+    tests/engine/test_device_tensors.py 2>&1 | tee "$out/pytest_cuda.txt" || status=1
+timeout 90 python3 -m cbrtgrad bench --backends cuda --sizes 268435456 2>&1 \
+    | tee "$out/bench_cuda.txt" || status=1
 echo "gpu_session: exit $status; logs in $out"
 exit $status
