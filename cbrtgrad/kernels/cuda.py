@@ -239,13 +239,13 @@ def python_kernel(
     width = threads_per_block()
     if name == "forward":
         return tiles.unary(forward, reads[0], loads[0], per_thread, width)
-    if name == "grad" and scalar_g:
-        return tiles.binary_scalar_g(grad, reads[0], reads[1], loads[1], per_thread, width)
     if name == "grad":
-        return tiles.binary(grad, reads[0], reads[1], loads[0], loads[1], per_thread, width)
-    if scalar_g:
-        return tiles.fused_scalar_g(forward, grad, reads[0], reads[1], loads[0], per_thread, width)
-    return tiles.fused(forward, grad, reads[0], reads[1], loads[0], loads[1], per_thread, width)
+        return tiles.binary(
+            grad, reads[0], reads[1], loads[0], loads[1], per_thread, width, scalar_g
+        )
+    return tiles.fused(
+        forward, grad, reads[0], reads[1], loads[0], loads[1], per_thread, width, scalar_g
+    )
 
 
 @cache

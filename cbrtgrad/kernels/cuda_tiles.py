@@ -59,10 +59,18 @@ def binary(
     y_type: Any,
     per_thread: int,
     width: int,
+    one_g: bool = False,
 ) -> Callable[..., Any]:
-    """``dx[i] = scalar(read_g(g[i]), read_y(y[i]))`` over the tiles: the grad kernel."""
+    """``dx[i] = scalar(read_g(g[i]), read_y(y[i]))`` over the tiles: the grad kernel.
+
+    ``one_g``: ``g`` is one element, broadcast as numpy would, read once per
+    thread. NOTE: a compile-time constant, so each kernel holds only its own
+    branch; the other kernel's ``g[0]`` read is dead code the compiler drops
+    (the same machine code as two separate kernels: checked on the SASS).
+    """
 
     def kernel(g, y, dx, n):  # type: ignore[no-untyped-def]
+        g_once = read_g(g[0])
         tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
         step = np.int64(cuda.gridDim.x) * (width * per_thread)
         while tile < n:
@@ -71,14 +79,17 @@ def binary(
                 gs = cuda.local.array(per_thread, g_type)
                 ys = cuda.local.array(per_thread, y_type)
                 for k in range(per_thread):
-                    gs[k] = g[first + k * width]
+                    if not one_g:
+                        gs[k] = g[first + k * width]
                     ys[k] = y[first + k * width]
                 for k in range(per_thread):
-                    dx[first + k * width] = scalar(read_g(gs[k]), read_y(ys[k]))
+                    gv = g_once if one_g else read_g(gs[k])
+                    dx[first + k * width] = scalar(gv, read_y(ys[k]))
             else:
                 i = first
                 while i < n:
-                    dx[i] = scalar(read_g(g[i]), read_y(y[i]))
+                    gv = g_once if one_g else read_g(g[i])
+                    dx[i] = scalar(gv, read_y(y[i]))
                     i += width
             tile += step
 
@@ -94,10 +105,13 @@ def fused(
     g_type: Any,
     per_thread: int,
     width: int,
+    one_g: bool = False,
 ) -> Callable[..., Any]:
-    """``y = cbrt(x)`` and ``dx = grad(g, y)`` in one pass: the fused kernel."""
+    """``y = cbrt(x)`` and ``dx = grad(g, y)`` in one pass: the fused kernel (``one_g`` as
+    in :func:`binary`)."""
 
     def kernel(x, g, y, dx, n):  # type: ignore[no-untyped-def]
+        g_once = read_g(g[0])  # before any store: y may be g
         tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
         step = np.int64(cuda.gridDim.x) * (width * per_thread)
         while tile < n:
@@ -107,85 +121,19 @@ def fused(
                 gs = cuda.local.array(per_thread, g_type)
                 for k in range(per_thread):
                     xs[k] = x[first + k * width]
-                    gs[k] = g[first + k * width]
+                    if not one_g:
+                        gs[k] = g[first + k * width]
                 for k in range(per_thread):
                     # y in the compute dtype, so dx comes from the same bits
                     # the unfused grad kernel would read.
                     yv = forward(read_x(xs[k]))
                     y[first + k * width] = yv
-                    dx[first + k * width] = grad(read_g(gs[k]), yv)
+                    dx[first + k * width] = grad(g_once if one_g else read_g(gs[k]), yv)
             else:
                 i = first
                 while i < n:
                     # g[i] read before y[i] is written: y may be g (out=(g, ...)).
-                    gv = read_g(g[i])
-                    yv = forward(read_x(x[i]))
-                    y[i] = yv
-                    dx[i] = grad(gv, yv)
-                    i += width
-            tile += step
-
-    return kernel
-
-
-def binary_scalar_g(
-    scalar: Callable[..., Any], read_g: Any, read_y: Any, y_type: Any, per_thread: int, width: int
-) -> Callable[..., Any]:
-    """``dx[i] = scalar(read_g(g[0]), read_y(y[i]))``: the grad kernel for one ``g``.
-
-    ``g`` (one element, broadcast as numpy would) is read once per thread.
-    """
-
-    def kernel(g, y, dx, n):  # type: ignore[no-untyped-def]
-        gv = read_g(g[0])
-        tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
-        step = np.int64(cuda.gridDim.x) * (width * per_thread)
-        while tile < n:
-            first = tile + cuda.threadIdx.x
-            if first + (per_thread - 1) * width < n:
-                ys = cuda.local.array(per_thread, y_type)
-                for k in range(per_thread):
-                    ys[k] = y[first + k * width]
-                for k in range(per_thread):
-                    dx[first + k * width] = scalar(gv, read_y(ys[k]))
-            else:
-                i = first
-                while i < n:
-                    dx[i] = scalar(gv, read_y(y[i]))
-                    i += width
-            tile += step
-
-    return kernel
-
-
-def fused_scalar_g(
-    forward: Callable[..., Any],
-    grad: Callable[..., Any],
-    read_x: Any,
-    read_g: Any,
-    x_type: Any,
-    per_thread: int,
-    width: int,
-) -> Callable[..., Any]:
-    """The fused kernel for one ``g``, read once per thread (before any store)."""
-
-    def kernel(x, g, y, dx, n):  # type: ignore[no-untyped-def]
-        gv = read_g(g[0])
-        tile = np.int64(cuda.blockIdx.x) * (width * per_thread)
-        step = np.int64(cuda.gridDim.x) * (width * per_thread)
-        while tile < n:
-            first = tile + cuda.threadIdx.x
-            if first + (per_thread - 1) * width < n:
-                xs = cuda.local.array(per_thread, x_type)
-                for k in range(per_thread):
-                    xs[k] = x[first + k * width]
-                for k in range(per_thread):
-                    yv = forward(read_x(xs[k]))
-                    y[first + k * width] = yv
-                    dx[first + k * width] = grad(gv, yv)
-            else:
-                i = first
-                while i < n:
+                    gv = g_once if one_g else read_g(g[i])
                     yv = forward(read_x(x[i]))
                     y[i] = yv
                     dx[i] = grad(gv, yv)
