@@ -253,6 +253,29 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         result = i32_as_f32(np.int32(magnitude | (f32_as_i32(g) & _SIGN32)))
         return result, midpoint
 
+    # The bit operations of the branching forms, for finite normal float32
+    # values only (every conversion there is then exact).
+    @jit
+    def normal32(abs_bits):  # type: ignore[no-untyped-def]
+        # Whether a float32's magnitude bits (an int64) are a finite normal's.
+        return np.uint32(abs_bits - _MIN_NORMAL32) < _NORMAL_SPAN32
+
+    @jit
+    def widened32(abs_bits):  # type: ignore[no-untyped-def]
+        # The float64 of the positive normal float32 whose bits are abs_bits.
+        return i64_as_f64((abs_bits << np.int64(29)) + _REBIAS_F32_TO_F64)
+
+    @jit
+    def midpoint32(bits):  # type: ignore[no-untyped-def]
+        # The float32 midpoint above float64 bits cut to float32 precision.
+        return i64_as_f64((bits & _FLOAT32_PRECISION_MASK) | _HALF_ULP32_AS_I64)
+
+    @jit
+    def narrowed32(bits, up):  # type: ignore[no-untyped-def]
+        # The float32 bits of float64 bits cut to float32 precision (a normal
+        # float32's value), plus up ulps.
+        return (bits >> np.int64(29)) - _REBIAS_F64_TO_F32 + up
+
     @jit
     def inverse_cbrt_f32_integer_third(iax):  # type: ignore[no-untyped-def]
         # inverse_cbrt_f32 of the positive normal float32 whose bits are iax
@@ -274,8 +297,8 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         # per element (docs/kernels.md, "The CUDA kernels").
         r = inverse_cbrt_f32_integer_third(iax)
         # Step 2, float64, xs and r (both normal) widened by their bits.
-        ax = i64_as_f64((iax << np.int64(29)) + _REBIAS_F32_TO_F64)
-        rd = i64_as_f64((np.int64(f32_as_i32(r)) << np.int64(29)) + _REBIAS_F32_TO_F64)
+        ax = widened32(iax)
+        rd = widened32(np.int64(f32_as_i32(r)))
         y0 = mul(ax, mul(rd, rd))
         u = mul(y0, rd)
         y1 = mul(y0, fma(u, fma(u, _P2, _P1), _P0))
@@ -283,9 +306,9 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         # (2^-42 to 2^43) is a normal float32, so its bits are y1's above the
         # 29 cut off, rebiased, plus one ulp when xs lies above the midpoint.
         bits = f64_as_i64(y1)
-        m = i64_as_f64((bits & _FLOAT32_PRECISION_MASK) | _HALF_ULP32_AS_I64)
+        m = midpoint32(bits)
         above = f64_as_i64(fma(-mul(m, m), m, ax)) >= np.int64(0)
-        return (bits >> np.int64(29)) - _REBIAS_F64_TO_F32 + (np.int64(1) if above else np.int64(0))
+        return narrowed32(bits, np.int64(1) if above else np.int64(0))
 
     @jit
     def cube_root_f32_branching(x):  # type: ignore[no-untyped-def]
@@ -295,7 +318,7 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         # (a rare branch) by cube_root_f32 itself.
         ix = np.int64(f32_as_i32(x))
         iax = ix & _ABS32
-        if np.uint32(iax - _MIN_NORMAL32) >= _NORMAL_SPAN32:
+        if not normal32(iax):
             return cube_root_f32(x)
         sign = np.int64(np.int32(ix) & _SIGN32)  # -2^31 or 0: the sum stays an int32
         return i32_as_f32(np.int32(cube_root_f32_normal(iax) + sign))
@@ -311,20 +334,19 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         ig = np.int64(f32_as_i32(g))
         iag = ig & _ABS32
         iay = np.int64(f32_as_i32(y)) & _ABS32
-        if np.uint32(iag - _MIN_NORMAL32) < _NORMAL_SPAN32:
-            if np.uint32(iay - _MIN_NORMAL32) < _NORMAL_SPAN32:
-                ag = i64_as_f64((iag << np.int64(29)) + _REBIAS_F32_TO_F64)
-                ay = i64_as_f64((iay << np.int64(29)) + _REBIAS_F32_TO_F64)
-                big = mul(3.0, mul(ay, ay))  # exact, as in cube_root_grad_f32
-                bits = f64_as_i64(ag / big)
-                if bits >= _MIN_NORMAL32_AS_F64 and bits < _OVERFLOW32_AS_F64:
-                    # round_quotient_f32's test; one ulp more may reach 2^128,
-                    # whose bits are inf's, the correctly rounded result there.
-                    m = i64_as_f64((bits & _FLOAT32_PRECISION_MASK) | _HALF_ULP32_AS_I64)
-                    up = np.int64(1) if fma(-m, big, ag) > 0.0 else np.int64(0)
-                    magnitude = (bits >> np.int64(29)) - _REBIAS_F64_TO_F32 + up
-                    sign = np.int64(np.int32(ig) & _SIGN32)  # g's: 3 y^2 > 0
-                    return i32_as_f32(np.int32(magnitude + sign))
+        if normal32(iag) and normal32(iay):
+            ag = widened32(iag)
+            ay = widened32(iay)
+            big = mul(3.0, mul(ay, ay))  # exact, as in cube_root_grad_f32
+            bits = f64_as_i64(ag / big)
+            if bits >= _MIN_NORMAL32_AS_F64 and bits < _OVERFLOW32_AS_F64:
+                # round_quotient_f32's test; one ulp more may reach 2^128,
+                # whose bits are inf's, the correctly rounded result there.
+                m = midpoint32(bits)
+                up = np.int64(1) if fma(-m, big, ag) > 0.0 else np.int64(0)
+                magnitude = narrowed32(bits, up)
+                sign = np.int64(np.int32(ig) & _SIGN32)  # g's: 3 y^2 > 0
+                return i32_as_f32(np.int32(magnitude + sign))
         return cube_root_grad_f32(g, y)
 
     return {
