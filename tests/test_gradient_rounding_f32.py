@@ -79,6 +79,19 @@ def test_the_naive_double_rounding_is_wrong_on_the_first_pair():
     assert naive != _correctly_rounded(g, y)
 
 
+def _edge_pairs(n: int, rng: np.random.Generator, specials: int) -> tuple[np.ndarray, np.ndarray]:
+    """(g, y): float32 roots y and g for quotients from 2^-155 (below the
+    subnormals) to 2^135 (past overflow), ``specials`` special values put in each."""
+    y = np.cbrt(cases.random_inputs(np.dtype(np.float32), n), dtype=np.float32)
+    q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-155, 135, n)
+    with np.errstate(over="ignore"):
+        g = (q * 3.0 * y.astype(np.float64) ** 2).astype(np.float32)
+    values = cases.special_values(np.dtype(np.float32))
+    g[rng.integers(0, n, specials)] = rng.choice(values, specials)
+    y[rng.integers(0, n, specials)] = rng.choice(values, specials)
+    return g, y
+
+
 LAYOUTS = ["contiguous", "in place g", "in place y", "strided", "broadcast"]
 
 
@@ -87,16 +100,7 @@ def test_fast_path_gives_the_scalar_kernels_bits(layout):
     # Ordinary operands, the edges of the fast path (tiny and overflowing
     # quotients, zeros, infinities, nans): every lane the bits of the scalar
     # kernel, whichever pass computed it.
-    n = 200_003
-    rng = np.random.default_rng(11)
-    y = cases.random_inputs(np.dtype(np.float32), n)
-    y = np.cbrt(y, dtype=np.float32)
-    q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-155, 135, n)
-    with np.errstate(over="ignore"):
-        g = (q * 3.0 * y.astype(np.float64) ** 2).astype(np.float32)
-    specials = cases.special_values(np.dtype(np.float32))
-    g[rng.integers(0, n, 64)] = rng.choice(specials, 64)
-    y[rng.integers(0, n, 64)] = rng.choice(specials, 64)
+    g, y = _edge_pairs(200_003, np.random.default_rng(11), 64)
     if layout == "broadcast":
         g = np.broadcast_to(np.float32(-1.5), y.shape)
     want = np.empty_like(y)
@@ -133,13 +137,7 @@ def test_the_cuda_form_gives_the_scalar_kernels_bits():
     # nans among the operands, and on random bit patterns of both.
     n = 400_000
     rng = np.random.default_rng(12)
-    y = np.cbrt(cases.random_inputs(np.dtype(np.float32), n), dtype=np.float32)
-    q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-155, 135, n)
-    with np.errstate(over="ignore"):
-        g = (q * 3.0 * y.astype(np.float64) ** 2).astype(np.float32)
-    specials = cases.special_values(np.dtype(np.float32))
-    g[rng.integers(0, n, 256)] = rng.choice(specials, 256)
-    y[rng.integers(0, n, 256)] = rng.choice(specials, 256)
+    g, y = _edge_pairs(n, rng, 256)
     pairs = np.array(MIDPOINT_PAIRS, np.float32)
     patterns = rng.integers(0, 2**32, (2, n), dtype=np.uint64).astype(np.uint32).view(np.float32)
     g = np.concatenate([pairs[:, 0], -pairs[:, 0], g, patterns[0]])

@@ -344,41 +344,37 @@ class CudaBackend:
         array), made a one-element array of the other input's library in
         ``scalar_dtype``.
         """
-        if copy_host:
-            # The copies to the device go on the given stream (the default
-            # one without): there is no input library to ask.
-            streams = self._stream(stream, None)
-        else:
-            streams = None
+        # Where g is (the gradient's inputs: -1 for the forward), and the
+        # input whose shape is the call's.
+        g_at = names.index("g") if scalar_dtype is not None else -1
+        full = 1 - g_at if g_at >= 0 else 0
         host_g = (
-            scalar_dtype is not None
+            g_at >= 0
             and not copy_host
-            and not is_device_array(values[names.index("g")])
-            and np.ndim(values[names.index("g")]) == 0
+            and np.ndim(values[g_at]) == 0
+            and not is_device_array(values[g_at])
         )
-        operands: list[Any] = []
-        for value, name in zip(values, names, strict=True):
-            if host_g and name == "g":
-                operands.append(None)  # made below, on the other input's library
-                continue
-            numba_stream = streams[2] if streams is not None else 0
-            operands.append(self._operand(value, name, copy_host, numba_stream))
-        full = next(i for i, name in enumerate(names) if name != "g")
+        # With copy_host the copies go on the given stream (the default one
+        # without): there is no input library to ask.
+        streams = self._stream(stream, None) if copy_host else None
+        numba_stream = streams[2] if streams is not None else 0
+        operands: list[Any] = [
+            None if host_g and i == g_at else self._operand(value, name, copy_host, numba_stream)
+            for i, (value, name) in enumerate(zip(values, names, strict=True))
+        ]
         if streams is None:
             streams = self._stream(stream, operands[full])
-        if host_g and scalar_dtype is not None:
-            g = names.index("g")
-            made = arrays.scalar_like(operands[full], values[g], scalar_dtype, streams[2])
-            operands[g] = arrays.read(made, "g", simulating())
+        if host_g and scalar_dtype is not None:  # made on the other input's library
+            made = arrays.scalar_like(operands[full], values[g_at], scalar_dtype, streams[2])
+            operands[g_at] = arrays.read(made, "g", simulating())
         shape = operands[full].shape
         scalar_g = False
-        for operand, name in zip(operands, names, strict=True):
+        for i, (operand, name) in enumerate(zip(operands, names, strict=True)):
             if operand.shape == shape:
                 continue
-            if scalar_dtype is not None and name == "g":
-                if operand.size == 1 and len(operand.shape) <= len(shape):
-                    scalar_g = True
-                    continue
+            if i == g_at and operand.size == 1 and len(operand.shape) <= len(shape):
+                scalar_g = True
+                continue
             raise ValueError(
                 f"cbrtgrad: {names[full]} has shape {shape} and {name} {operand.shape}; "
                 "the cuda backend broadcasts only a g of one element"
