@@ -112,8 +112,8 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
     -------
     dict
         The compiled scalar functions by name, the fields of
-        :class:`cbrtgrad.kernels.formulas.Formulas` that end in ``_f32`` or
-        ``_f32_fast``.
+        :class:`cbrtgrad.kernels.formulas.Formulas` with ``f32`` in their
+        names.
 
     Examples
     --------
