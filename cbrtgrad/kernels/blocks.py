@@ -40,6 +40,8 @@ _cube_root_grad_f32 = FORMULAS.cube_root_grad_f32
 _cube_root_grad_f32_fast = FORMULAS.cube_root_grad_f32_fast
 _cube_root_grad_f64_fast = FORMULAS.cube_root_grad_f64_fast
 _cube_root_grad_f64_exact = FORMULAS.cube_root_grad_f64_exact
+_grad_nan_f32 = FORMULAS.grad_nan_f32
+_grad_nan_f64 = FORMULAS.grad_nan_f64
 
 
 def cube_root(x: Any) -> Any:
@@ -277,49 +279,76 @@ def _grad_second_pass_over(fast: Any, exact: Any) -> Any:
     return second_pass
 
 
-#: The gradient's two passes by dtype: (first pass, second pass).
+def _grad_nan_pass_over(grad_nan: Any) -> Any:
+    """The pass that makes a block's nan results the formulas' own (``grad_nan``).
+
+    The first pass leaves the hardware's nans: which operand's nan a product
+    of two nans returns is LLVM's choice of operand order (the vector loop
+    and the scalar tail differed), and a default nan's sign is the CPU's
+    (x86 sets it, arm64 does not). Deciding them in the vector loop cost 20 to
+    40 % of its time on AVX2 (a compare and three selects per lane); this
+    pass costs one compare per lane, over a block still in L1 cache, and the
+    selects only for a block with a nan (docs/accuracy.md, "nan results").
+    """
+
+    @numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+    def nan_pass(g, y, dx):  # type: ignore[no-untyped-def]
+        found = False
+        for i in range(dx.shape[0]):
+            found |= dx[i] != dx[i]
+        if found:  # branch-free, so vectorised too
+            for i in range(dx.shape[0]):
+                dx[i] = dx[i] if dx[i] == dx[i] else grad_nan(g[i], y[i])
+
+    return nan_pass
+
+
+#: The gradient's passes by dtype: (first pass, second pass, nan pass).
 _GRAD_PASSES = {
     "float32": (
         _grad_first_pass_over(_cube_root_grad_f32_fast),
         _grad_second_pass_over(_cube_root_grad_f32_fast, _cube_root_grad_f32),
+        _grad_nan_pass_over(_grad_nan_f32),
     ),
     "float64": (
         _grad_first_pass_over(_cube_root_grad_f64_fast),
         _grad_second_pass_over(_cube_root_grad_f64_fast, _cube_root_grad_f64_exact),
+        _grad_nan_pass_over(_grad_nan_f64),
     ),
 }
 
 
-def _grad_first_pass(g: Any, y: Any, dx: Any) -> bool:
-    """The gradient's fast pass over a block, by dtype (numba code only)."""
-    raise NotImplementedError("_grad_first_pass is only callable from numba-compiled code")
+def _grad_pass_by_dtype(which: int, what: str) -> Any:
+    """A function for numba code that runs pass ``which`` of ``_GRAD_PASSES`` by y's dtype.
+
+    ``f(g, y, dx)`` over one block, the first pass returning whether a lane
+    was hard; ``what`` names it in the error from Python.
+    """
+
+    def by_dtype(g: Any, y: Any, dx: Any) -> Any:
+        raise NotImplementedError(f"the gradient's {what} is only callable from numba code")
+
+    @overload(by_dtype, inline="always")
+    def _overload(g, y, dx):  # type: ignore[no-untyped-def]
+        chosen = _GRAD_PASSES["float32" if _is_f32(y.dtype) else "float64"][which]
+        return lambda g, y, dx: chosen(g, y, dx)
+
+    return by_dtype
 
 
-@overload(_grad_first_pass, inline="always")
-def _overload_grad_first_pass(g, y, dx):  # type: ignore[no-untyped-def]
-    first_pass = _GRAD_PASSES["float32" if _is_f32(y.dtype) else "float64"][0]
-    return lambda g, y, dx: first_pass(g, y, dx)
-
-
-def _grad_second_pass(g: Any, y: Any, dx: Any) -> None:
-    """The gradient's exact pass over a block's hard lanes, by dtype (numba code only)."""
-    raise NotImplementedError("_grad_second_pass is only callable from numba-compiled code")
-
-
-@overload(_grad_second_pass, inline="always")
-def _overload_grad_second_pass(g, y, dx):  # type: ignore[no-untyped-def]
-    second_pass = _GRAD_PASSES["float32" if _is_f32(y.dtype) else "float64"][1]
-    return lambda g, y, dx: second_pass(g, y, dx)
+_grad_first_pass = _grad_pass_by_dtype(0, "fast pass")
+_grad_second_pass = _grad_pass_by_dtype(1, "exact pass over a block's hard lanes")
+_grad_nan_pass = _grad_pass_by_dtype(2, "nan pass")
 
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
 def grad_block(g, y, dx):  # type: ignore[no-untyped-def]
     # The gradient, correctly rounded (float32 for normal results, float64
     # where its rounding test applies), by blocks: the fast pass, then, only
-    # for a block with a hard lane, the exact path for those lanes. In place
-    # (dx is g or y) the block's inputs are kept first: the first pass
-    # overwrites them, and LLVM's runtime overlap check fails for dx = y and
-    # runs its scalar loop.
+    # for a block with a hard lane, the exact path for those lanes, then the
+    # nan pass (_grad_nan_pass_over). In place (dx is g or y) the block's
+    # inputs are kept first: the first pass overwrites them, and LLVM's
+    # runtime overlap check fails for dx = y and runs its scalar loop.
     n = y.shape[0]
     in_place = g.ctypes.data == dx.ctypes.data or y.ctypes.data == dx.ctypes.data
     size = min(n, SECOND_PASS_BLOCK) if in_place else 0
@@ -332,3 +361,4 @@ def grad_block(g, y, dx):  # type: ignore[no-untyped-def]
         dxs = dx[start:stop]
         if _grad_first_pass(gs, ys, dxs):
             _grad_second_pass(gs, ys, dxs)
+        _grad_nan_pass(gs, ys, dxs)

@@ -84,6 +84,13 @@ class Formulas:
     inverse_cbrt_f32_integer_third : function
         The same from a float32's bits, its third an integer division (the
         CUDA kernels').
+
+    The gradient's nan, which the kernels above return for every nan result:
+
+    grad_nan_f64, grad_nan_f32 : function
+        ``(g, y) -> nan``: ``g``'s nan if ``g`` is one, else ``y``'s,
+        quieted, else the default nan of x86 (sign set): numpy's
+        ``g / (3*y*y)`` on x86, the same on every CPU and GPU.
     """
 
     cube_root_f64: Any
@@ -103,6 +110,8 @@ class Formulas:
     inverse_cbrt_guess_f64: Any
     inverse_cbrt_f32: Any
     inverse_cbrt_f32_integer_third: Any
+    grad_nan_f64: Any
+    grad_nan_f32: Any
 
 
 def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formulas:
@@ -123,7 +132,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     Returns
     -------
     Formulas
-        The 17 compiled scalar functions.
+        The 19 compiled scalar functions.
 
     Examples
     --------

@@ -52,6 +52,8 @@ _INF32 = np.int32(0x7F800000)
 _MIN_NORMAL32 = np.int32(0x00800000)
 _ABS32 = np.int32(0x7FFFFFFF)
 _QUIET32 = np.int32(1 << 22)
+# x86's default nan (sign set, quiet, no payload), as _DEFAULT_NAN64.
+_DEFAULT_NAN32 = np.int32(-0x00400000)
 # Magic constant of the float32 inverse cube root bit trick, chosen (over all
 # significands of three binades) for the smallest |x r^3 - 1| after the one
 # Newton step that follows it: 0.0070.
@@ -215,6 +217,16 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         return i32_as_f32(np.int32(f32_as_i32(magnitude) | (f32_as_i32(g) & _SIGN32)))
 
     @jit
+    def grad_nan_f32(g, y):  # type: ignore[no-untyped-def]
+        # The gradient's nan, bit for bit the same on every CPU and GPU, as
+        # grad_nan_f64: g's nan if g is one, else y's, quieted, else x86's
+        # default nan (numpy's float32 g / (3*y*y) on x86). NOTE: by the bits:
+        # the float64 quotient's nan narrowed would keep the CPU's payload and
+        # lose it on a GPU (its conversion gives the canonical nan).
+        source = g if g != g else (y if y != y else i32_as_f32(_DEFAULT_NAN32))
+        return i32_as_f32(np.int32(f32_as_i32(source) | _QUIET32))
+
+    @jit
     def cube_root_grad_f32(g, y):  # type: ignore[no-untyped-def]
         # NOTE: float64(g) / (3 y^2) rounded to float32 is a double rounding:
         # about one (g, y) pair in 4e8 lands within a float64 half-ulp of a
@@ -230,7 +242,8 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         # but not on it could be rounded the wrong way).
         tiny = (f64_as_i64(q64) & MAGNITUDE_MASK64) < _MIN_NORMAL32_AS_F64
         rounded = round_quotient_f32(q64, big, g)
-        return np.float32(q64) if tiny else rounded
+        result = np.float32(q64) if tiny else rounded
+        return result if q64 == q64 else grad_nan_f32(g, y)
 
     @jit
     def cube_root_grad_f32_fast(g, y):  # type: ignore[no-untyped-def]
@@ -244,8 +257,9 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         # rounding is the correctly rounded result except there: those lanes
         # are hard (about one in 2^28) and the caller runs cube_root_grad_f32
         # on them. Everywhere else this is that kernel's result bit for bit:
-        # it rounds q64 once too below 2^-126 and on overflow, and its nans
-        # carry g's sign, as here (a 0/0 nan would carry the CPU's).
+        # it rounds q64 once too below 2^-126 and on overflow. Not its nans,
+        # which are the hardware's here: the block loop (kernels/blocks.py)
+        # replaces them by grad_nan_f32's, out of this vector loop.
         yd = np.float64(y)
         q64 = np.float64(g) / mul(3.0, mul(yd, yd))
         midpoint = (f64_as_i64(q64) & _BELOW_FLOAT32_PRECISION) == _HALF_ULP32_AS_I64
@@ -358,4 +372,5 @@ def make_formulas_f32(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         "cube_root_grad_f32": cube_root_grad_f32,
         "cube_root_grad_f32_branching": cube_root_grad_f32_branching,
         "cube_root_grad_f32_fast": cube_root_grad_f32_fast,
+        "grad_nan_f32": grad_nan_f32,
     }

@@ -69,6 +69,9 @@ _SUBNORMAL_EXPONENT = np.int64((1023 - 722) << 52)
 _SUBNORMAL_OFFSET = 2.0**-722
 _ABS64 = np.int64(0x7FFFFFFFFFFFFFFF)
 _QUIET64 = np.int64(1 << 51)
+# The nan x86 gives for 0/0 and inf/inf (sign set, quiet, no payload): the
+# gradient's nan for those operands on every CPU and GPU (grad_nan_f64).
+_DEFAULT_NAN64 = np.int64(-0x0008000000000000)
 # The fast path's error bound is 2^-79.8 relative (docs/mathematics.md); the
 # test uses 2^-77, with room for the roundings of c +- tolerance: lanes whose
 # root may lie that close to a midpoint go to the exact path.
@@ -371,6 +374,18 @@ def make_formulas_f64(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         return q, t, use
 
     @jit
+    def grad_nan_f64(g, y):  # type: ignore[no-untyped-def]
+        # The gradient's nan, bit for bit the same on every CPU and GPU: g's
+        # nan if g is one, else y's, quieted, else (0/0, inf/inf) x86's
+        # default nan; numpy's g / (3*y*y) on x86 gives these bits. NOTE: the
+        # hardware's own is not portable: x86 returns the first operand's nan
+        # of a product of two and LLVM may order g * (1 / 3y^2) either way (the
+        # vector loop and the scalar tail differed), arm64's default nan has
+        # no sign, and a GPU may return its canonical nan.
+        source = g if g != g else (y if y != y else i64_as_f64(_DEFAULT_NAN64))
+        return i64_as_f64(f64_as_i64(source) | _QUIET64)
+
+    @jit
     def grad_bracket_f64(q, t, use):  # type: ignore[no-untyped-def]
         # q + t rounded with t moved by +- the tolerance: if both agree, that
         # is the correctly rounded quotient. Other lanes run on 1.0 and 0.0.
@@ -387,7 +402,10 @@ def make_formulas_f64(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         # check out of the vector loop costs nothing there.
         q, t, use = grad_parts_f64(g, y)
         up, down = grad_bracket_f64(q, t, use)
-        # Select rather than rely on q + 0.0: that turns -0.0 into +0.0.
+        # Select rather than rely on q + 0.0: that turns -0.0 into +0.0. A
+        # nan result is the hardware's here (a lane with one is never hard):
+        # the block loop (kernels/blocks.py) replaces it by grad_nan_f64's,
+        # out of this vector loop, as cube_root_grad_f64 does.
         return add(q, t) if use else q, up != down
 
     @jit
@@ -415,7 +433,9 @@ def make_formulas_f64(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         # Correctly rounded where the test applies, one element at a time
         # (CUDA threads, scalar code); the CPU loops run the two passes.
         dx, hard = cube_root_grad_f64_fast(g, y)
-        return cube_root_grad_f64_exact(g, y) if hard else dx
+        if hard:
+            return cube_root_grad_f64_exact(g, y)
+        return dx if dx == dx else grad_nan_f64(g, y)
 
     return {
         "inverse_cbrt_guess_f64": inverse_cbrt_guess_f64,
@@ -427,4 +447,5 @@ def make_formulas_f64(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         "cube_root_grad_f64": cube_root_grad_f64,
         "cube_root_grad_f64_fast": cube_root_grad_f64_fast,
         "cube_root_grad_f64_exact": cube_root_grad_f64_exact,
+        "grad_nan_f64": grad_nan_f64,
     }
