@@ -153,8 +153,7 @@ def test_float32_gradient_correctly_rounded_on_random_pairs():
     n = 2000
     y = (rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-60, 60, n)).astype(np.float32)
     # Quotients across the normal range and down into the subnormal one.
-    q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-152, 100, n)
-    g = (q * 3.0 * y.astype(np.float64) ** 2 * rng.choice([-1.0, 1.0], n)).astype(np.float32)
+    g, y = cases.gradient_pairs(y, rng, (-152, 100), signs=True)
     keep = np.isfinite(g) & (g != 0)
     g, y = g[keep], y[keep]
     with np.errstate(over="ignore", under="ignore"):

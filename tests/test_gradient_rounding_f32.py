@@ -83,13 +83,7 @@ def _edge_pairs(n: int, rng: np.random.Generator, specials: int) -> tuple[np.nda
     """(g, y): float32 roots y and g for quotients from 2^-155 (below the
     subnormals) to 2^135 (past overflow), ``specials`` special values put in each."""
     y = np.cbrt(cases.random_inputs(np.dtype(np.float32), n), dtype=np.float32)
-    q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-155, 135, n)
-    with np.errstate(over="ignore"):
-        g = (q * 3.0 * y.astype(np.float64) ** 2).astype(np.float32)
-    values = cases.special_values(np.dtype(np.float32))
-    g[rng.integers(0, n, specials)] = rng.choice(values, specials)
-    y[rng.integers(0, n, specials)] = rng.choice(values, specials)
-    return g, y
+    return cases.gradient_pairs(y, rng, (-155, 135), specials=specials)
 
 
 LAYOUTS = ["contiguous", "in place g", "in place y", "strided", "broadcast"]

@@ -86,10 +86,8 @@ def _grad_edges(dtype: np.dtype, rng: Any) -> tuple[np.ndarray, np.ndarray]:
     y = np.tile(specials, specials.size)
     n = 2**20
     ys = _host_forward(cases.random_inputs(dtype, n))
-    low, high = (-160, 135) if dtype == np.float32 else (-1090, 1030)
-    with np.errstate(all="ignore"):  # infs and zeros are inputs too
-        q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(low, high, n)
-        gs = (q * 3.0 * ys.astype(np.float64) ** 2).astype(dtype)
+    log2_quotient = (-160, 135) if dtype == np.float32 else (-1090, 1030)
+    gs, ys = cases.gradient_pairs(ys, rng, log2_quotient)
     return np.concatenate([g, gs]), np.concatenate([y, ys])
 
 

@@ -164,3 +164,45 @@ def exact_cubes(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     limit = int(2 ** (digits / 3))
     k = np.arange(-limit, limit + 1, dtype=np.int64)
     return k.astype(dtype), (k**3).astype(dtype)
+
+
+def gradient_pairs(
+    y: np.ndarray,
+    rng: np.random.Generator,
+    log2_quotient: tuple[int, int],
+    *,
+    specials: int = 0,
+    signs: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(g, y)`` whose quotients ``g / (3 y^2)`` spread log-uniformly over binades.
+
+    The gradient kernels change path with the quotient's size (subnormal
+    results, overflow, the float64 kernel's exact range), so their tests draw
+    the quotient, not ``g``: ``g = q 3 y^2`` rounded to ``y``'s dtype, with
+    ``|q|`` in ``[2^lo, 2^hi)`` for ``log2_quotient = (lo, hi)``. ``g`` may
+    overflow to inf or round to zero past the dtype's range: special operands
+    too. ``signs`` gives ``g`` random signs; ``specials`` puts that many
+    :func:`special_values` into ``g`` and as many into a copy of ``y``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.linspace(0.5, 4.0, 1000, dtype=np.float32)
+    >>> g, y2 = gradient_pairs(y, rng, (-10, 10))
+    >>> q = np.abs(g / (3.0 * y.astype(np.float64) ** 2))
+    >>> bool(((q >= 2.0**-11.001) & (q < 2.0**10.001)).all()), g.dtype, y2 is y
+    (True, dtype('float32'), True)
+    """
+    n = y.size
+    low, high = log2_quotient
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # infs and zeros too
+        q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(low, high, n)
+        if signs:
+            q *= rng.choice([-1.0, 1.0], n)
+        g = (q * 3.0 * y.astype(np.float64) ** 2).astype(y.dtype)
+    if specials:
+        values = special_values(y.dtype)
+        g[rng.integers(0, n, specials)] = rng.choice(values, specials)
+        y = y.copy()
+        y[rng.integers(0, n, specials)] = rng.choice(values, specials)
+    return g, y

@@ -7,6 +7,7 @@ import pytest
 
 import cbrtgrad
 from cbrtgrad.backends import get_backend
+from cbrtgrad.verification.cases import gradient_pairs
 
 from ._cases import DTYPES, cases, same_bits
 
@@ -200,15 +201,9 @@ def _pairs_near_the_edges(n, seed):
     rng = np.random.default_rng(seed)
     y = (rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-60, 60, n)).astype(np.float32)
     # Quotients from well inside the normal range down through 2^-126 (where
-    # the scalar kernel switches rounding) into the subnormal range and to 0.
-    q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(-155, 40, n)
-    with np.errstate(over="ignore"):  # some g overflow to inf: special values too
-        g = (q * 3.0 * y.astype(np.float64) ** 2 * rng.choice([-1.0, 1.0], n)).astype(np.float32)
-    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3e38], np.float32)
-    where = rng.integers(0, n, 40)
-    g[where[:20]] = rng.choice(specials, 20)
-    y[where[20:]] = rng.choice(specials, 20)
-    return g, y
+    # the scalar kernel switches rounding) into the subnormal range and to 0;
+    # some g overflow to inf: special values too, and 20 more in each operand.
+    return gradient_pairs(y, rng, (-155, 40), specials=20, signs=True)
 
 
 @pytest.mark.parametrize("n", [2048 * 37 + 1, 4095, 3])
