@@ -74,6 +74,23 @@ class Kernels:
 
     track_grad_share_of_copy_bandwidth.unit = "x"
 
+    def track_grad_with_nans_share_of_clean(self, dtype, n):
+        # The gradient's nan pass (docs/accuracy.md, "nan results"): with one
+        # g in 100 a nan, every block of 1024 has its nans replaced; without,
+        # only the compare runs. 1.0 would be no cost.
+        g_nans = self.g.copy()
+        g_nans[::100] = np.nan
+        clean, with_nans = best_times(
+            [
+                lambda: cg.cbrt_grad(self.g, self.y, out=self.out, backend=BACKEND),
+                lambda: cg.cbrt_grad(g_nans, self.y, out=self.out, backend=BACKEND),
+            ],
+            5,
+        )
+        return clean / with_nans
+
+    track_grad_with_nans_share_of_clean.unit = "x"
+
 
 class Accuracy:
     params = DTYPES
