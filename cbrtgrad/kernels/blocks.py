@@ -285,7 +285,7 @@ def _grad_nan_pass_over(grad_nan: Any) -> Any:
     The first pass leaves the hardware's nans: which operand's nan a product
     of two nans returns is LLVM's choice of operand order (the vector loop
     and the scalar tail differed), and a default nan's sign is the CPU's
-    (x86 sets it, arm64 does not). Deciding them in the vector loop cost 20 to
+    (x86 sets it, arm64 does not). Deciding them in the vector loop cost 30 to
     40 % of its time on AVX2 (a compare and three selects per lane); this
     pass costs one compare per lane, over a block still in L1 cache, and the
     selects only for a block with a nan (docs/accuracy.md, "nan results").
