@@ -165,3 +165,21 @@ def test_numpy_gives_the_same_nans_on_x86(dtype):
     kind = _BITS[dtype]
     assert np.array_equal(numpy_dx.view(kind), _expected(g, y))
     assert np.array_equal(ours.view(kind), numpy_dx.view(kind))
+
+
+def test_gradient_pairs_refuses_bad_arguments():
+    # cases.gradient_pairs, which draws this suite's and gpu_check's pairs.
+    from cbrtgrad.verification.cases import gradient_pairs
+
+    rng = np.random.default_rng(0)
+    y = np.ones(4, np.float32)
+    with pytest.raises(TypeError, match="y must be a float32 or float64 ndarray"):
+        gradient_pairs([1.0, 2.0], rng, (0, 1))
+    with pytest.raises(TypeError, match="y must be a float32 or float64 ndarray"):
+        gradient_pairs(np.ones(4, np.int64), rng, (0, 1))
+    with pytest.raises(ValueError, match="lo < hi"):
+        gradient_pairs(y, rng, (3, 3))
+    with pytest.raises(ValueError, match="specials must be at least 0"):
+        gradient_pairs(y, rng, (0, 1), specials=-1)
+    g, y2 = gradient_pairs(y, rng, (0, 1), specials=2)
+    assert g.dtype == np.float32 and y2.shape == y.shape and y2 is not y

@@ -184,6 +184,13 @@ def gradient_pairs(
     too. ``signs`` gives ``g`` random signs; ``specials`` puts that many
     :func:`special_values` into ``g`` and as many into a copy of ``y``.
 
+    Raises
+    ------
+    TypeError
+        For a ``y`` that is not a float32 or float64 ndarray.
+    ValueError
+        For ``lo >= hi`` or a negative ``specials``.
+
     Examples
     --------
     >>> rng = np.random.default_rng(0)
@@ -193,8 +200,16 @@ def gradient_pairs(
     >>> bool(((q >= 2.0**-11.001) & (q < 2.0**10.001)).all()), g.dtype, y2 is y
     (True, dtype('float32'), True)
     """
-    n = y.size
+    if not isinstance(y, np.ndarray) or y.dtype not in DTYPES:
+        raise TypeError(f"cbrtgrad: y must be a float32 or float64 ndarray, got {y!r:.60}")
     low, high = log2_quotient
+    if not low < high:
+        raise ValueError(
+            f"cbrtgrad: log2_quotient must be (lo, hi) with lo < hi, got {log2_quotient}"
+        )
+    if specials < 0:
+        raise ValueError(f"cbrtgrad: specials must be at least 0, got {specials}")
+    n = y.size
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # infs and zeros too
         q = rng.uniform(0.5, 2.0, n) * 2.0 ** rng.integers(low, high, n)
         if signs:
