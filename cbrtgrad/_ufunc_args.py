@@ -82,7 +82,9 @@ def check_where(where: Any) -> Any:
     return where
 
 
-def check_out(out: Any, operands: tuple[Any, ...], dtype: np.dtype, where: Any = True) -> Any:
+def check_out(
+    out: Any, operands: tuple[Any, ...], dtype: np.dtype, where: Any = True, writes: bool = True
+) -> Any:
     """Check ``out=`` as a ufunc would, with cbrtgrad's messages; return it.
 
     An ndarray for host operands; a dask array for dask operands (dask
@@ -90,7 +92,9 @@ def check_out(out: Any, operands: tuple[Any, ...], dtype: np.dtype, where: Any =
     a device array only with device operands (the cuda backend's own rules,
     exactly the result's shape and dtype, are :func:`exact_out`'s). Of a
     shape the operands broadcast to, a dtype the result casts to
-    (``same_kind``), writable. A tuple of one array is that array.
+    (``same_kind``), writable (unless ``writes`` is False: the caller writes
+    through the array's own ``__array_ufunc__``, which decides, as a tensor's
+    read-only ``.data`` view does). A tuple of one array is that array.
 
     Examples
     --------
@@ -145,7 +149,7 @@ def check_out(out: Any, operands: tuple[Any, ...], dtype: np.dtype, where: Any =
             f"cbrtgrad: cannot write a {dtype} result into out of dtype {out.dtype} "
             "(casting rule 'same_kind')"
         )
-    if host and not out.flags.writeable:
+    if host and writes and not out.flags.writeable:
         raise ValueError("cbrtgrad: out is read-only")
     return out
 

@@ -55,26 +55,60 @@ def _fused_aliasing(x: Any, g: Any, out: Any) -> bool:
 
 
 def _half_out(
-    func: Any, args: tuple[Any, ...], compute: np.dtype, out: Any, where: Any, backend: Any
+    func: Any, args: tuple[Any, ...], out: Any, where: Any, backend: Any, dtype: Any = None
 ) -> Any:
     """``func(*args)`` written into a half-precision ``out``, correctly rounded in its dtype.
 
-    The kernel's result (float32 or float64, correctly rounded) is rounded to
-    ``out``'s dtype by the exact midpoint test of :mod:`cbrtgrad._half`, not
-    by a second rounding. For the gradient that test is exact when ``g`` and
-    ``y`` are themselves half-precision values; for wider ones the result is
-    the gradient rounded once more, as numpy's cast into ``out`` would give.
+    ``out`` is any ndarray of a half dtype (either byte order, a subclass
+    such as a tensor's ``.data``). The kernel's result is rounded to
+    ``out``'s dtype by :mod:`cbrtgrad._half`, never rounded twice: the cube
+    root from the compute dtype's correctly rounded result, the gradient from
+    the float64 kernel's. Only the elements ``where`` selects are computed
+    (no flag from the others) and written.
     """
-    arrays = tuple(np.asarray(a) if not isinstance(a, np.ndarray) else a for a in args)
-    check_out(out, arrays, compute, where)
-    wide = func(*(_as_compute(a, compute) for a in arrays), backend=backend)
     if func is cbrt:
-        result = _half.cube_root(arrays[0], wide, out.dtype)
-    elif all(_half.is_half(a.dtype) for a in arrays):
-        result = _half.gradient(arrays[0], arrays[1], wide, out.dtype)
+        compute = _dtypes.compute_dtype_of(*args, dtype=dtype)
     else:
-        result = np.asarray(wide).astype(out.dtype)
-    np.copyto(out, result, casting="unsafe", where=True if where is True else where)
+        compute = _dtypes.compute_dtype_of(*args, argument="g, y")
+    # The values the kernel takes, which the exact comparisons must see.
+    arrays = tuple(np.asarray(_plain(a), compute) for a in args)
+    plain = type(out) is np.ndarray
+    check_out(_plain(out), arrays, compute, where, writes=plain)
+    # The gradient in float64 whatever the operands: correctly rounded over all of half's range.
+    wide_dtype = compute if func is cbrt else np.dtype(np.float64)
+    rounding: Any = _half.cube_root if func is cbrt else _half.gradient
+
+    def rounded(*selected: Any) -> Any:
+        wide = func(*(np.asarray(a, wide_dtype) for a in selected), backend=backend)
+        return rounding(*selected, wide, out.dtype)
+
+    shape = out.shape
+    if where is True:
+        result = rounded(*(np.broadcast_to(a, shape) for a in arrays))
+    else:
+        where = np.broadcast_to(where, shape)
+        result = np.zeros(shape, out.dtype.newbyteorder("="))
+        result[where] = rounded(*(np.broadcast_to(a, shape)[where] for a in arrays))
+    if plain:
+        np.copyto(out, result, where=where)
+    else:
+        # An exact copy through the subclass's own ufunc route, which sees the
+        # write (a tensor's .data opens itself and bumps the tensor's version).
+        np.positive(result, out=out, where=where)
+    return out
+
+
+def _half_target(out: Any, *args: Any) -> Any:
+    """``out`` when the call writes a half-precision ``out=`` (a tuple of one unwrapped), else None.
+
+    A masked input keeps numpy's masked-array route (its mask decides what is written).
+    """
+    if isinstance(out, tuple) and len(out) == 1:
+        out = out[0]
+    if not isinstance(out, np.ndarray) or not _half.is_half(out.dtype):
+        return None
+    if any(isinstance(a, np.ma.MaskedArray) for a in (*args, out)):
+        return None
     return out
 
 
@@ -256,14 +290,16 @@ def cbrt(
                 overridden = hook(x, cbrt, (x,), kwargs)
             if overridden is not NotImplemented:
                 return overridden
+    if out is not None and (type(out) is not np.ndarray or out.dtype.itemsize == 2):
+        half_out = _half_target(out, x)
+        if half_out is not None:
+            return _half_out(cbrt, (x,), half_out, check_where(where), backend, dtype)
     if (not plain or out is not None) and _has_subclass(x, out):
         kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
         return _subclass_result(cbrt, (x,), kwargs)
     compute = _dtypes.compute_dtype_of(x, dtype=dtype)
     if where is not True:
         where = check_where(where)
-    if out is not None and type(out) is np.ndarray and _half.is_half(out.dtype):
-        return _half_out(cbrt, (x,), compute, out, where, backend)
     x = _as_compute(x, compute)
     if out is not None:
         out = check_out(out, (x,), compute, where)
@@ -315,14 +351,16 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
         overridden = _override(cbrt_grad, (g, y), kwargs)
         if overridden is not _NO_OVERRIDE:
             return overridden
+    if out is not None and (type(out) is not np.ndarray or out.dtype.itemsize == 2):
+        half_out = _half_target(out, g, y)
+        if half_out is not None:
+            return _half_out(cbrt_grad, (g, y), half_out, check_where(where), backend)
     if (not plain or out is not None) and _has_subclass(g, y, out):
         kwargs = {"out": out, "where": where, "backend": backend}
         return _subclass_result(cbrt_grad, (g, y), kwargs)
     compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
     if where is not True:
         where = check_where(where)
-    if out is not None and type(out) is np.ndarray and _half.is_half(out.dtype):
-        return _half_out(cbrt_grad, (g, y), compute, out, where, backend)
     g, y = _as_compute(g, compute), _as_compute(y, compute)
     if out is not None:
         out = check_out(out, (g, y), compute, where)

@@ -69,7 +69,8 @@ def _misrounded(value_of, x, r, dtype):
 def test_cube_root_into_a_half_out_is_correctly_rounded_for_all_65536_inputs(name):
     dtype = HALVES[name]
     x = _all(dtype)
-    xs = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # ml_dtypes flags its nans' conversion
+        xs = x.astype(np.float64)
     out = np.empty(x.size, dtype)
     with np.errstate(all="ignore"):
         assert cg.cbrt(x, out=out) is out
@@ -96,7 +97,8 @@ def test_cube_root_into_a_half_out_is_correctly_rounded_for_all_65536_inputs(nam
 def test_gradient_into_a_half_out_is_correctly_rounded_for_all_65536_y(name):
     dtype = HALVES[name]
     y = _all(dtype)
-    ys = y.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # ml_dtypes flags its nans' conversion
+        ys = y.astype(np.float64)
     for g_value in (1.0, -0.1):
         g = np.full(y.size, g_value).astype(dtype)
         gs = Fraction(float(g[0].astype(np.float64)))
@@ -161,3 +163,85 @@ def test_half_helpers_on_special_values():
         r = _half.cube_root(x, cg.cbrt(x), dtype)
         assert np.array_equal(r.astype(np.float64), x.astype(np.float64), equal_nan=True)
         assert np.array_equal(np.signbit(r.astype(np.float64)), np.signbit(x.astype(np.float64)))
+
+
+def _midpoints(dtype):
+    """Every positive midpoint between adjacent finite half values, the overflow threshold
+    last, with the neighbours ``(low, high)`` and the one round-half-even picks."""
+    finite = _all(dtype)[: 0x7F80 if dtype.name == "bfloat16" else 0x7C00]
+    low = finite.astype(np.float64)
+    high = np.append(low[1:], np.inf)
+    step = np.append(np.diff(low), low[-1] - low[-2])
+    mid = low + step / 2  # exact in float64; the last is the threshold
+    even = np.where(finite.view(np.uint16) % 2 == 0, low, high)
+    return mid, low, high, even
+
+
+@pytest.mark.parametrize("name", HALVES)
+def test_exact_midpoints_round_half_even_on_every_route(name):
+    # A float64 x whose cube root is exactly a half midpoint (m^3 has at most
+    # 36 bits): the result is the even neighbour, as np.float16(2051.0) is 2052,
+    # and the overflow threshold goes to inf. Compared with numpy's (ml_dtypes')
+    # own rounding of the midpoint itself: mid.astype(dtype).
+    dtype = HALVES[name]
+    mid, low, high, even = _midpoints(dtype)
+    with np.errstate(over="ignore"):  # the threshold overflows, as it should
+        assert np.array_equal(mid.astype(dtype).astype(np.float64), even)
+    x = np.concatenate([mid**3, -(mid**3)])
+    expected = np.concatenate([even, -even])
+    out = np.empty(x.size, dtype)
+    cg.cbrt(x, out=out)
+    assert np.array_equal(out.astype(np.float64), expected)
+    # Just off the tie, each side rounds by its side: the float64 neighbours of m^3.
+    above = np.nextafter(mid[:-1] ** 3, np.inf)
+    below = np.nextafter(mid[:-1] ** 3, 0)
+    inner = mid[:-1] > 2.0**-40  # well inside float64's normal range once cubed
+    cg.cbrt(above[inner], out=(got := np.empty(inner.sum(), dtype)))
+    assert np.array_equal(got.astype(np.float64), high[:-1][inner])
+    cg.cbrt(below[inner], out=got)
+    assert np.array_equal(got.astype(np.float64), low[:-1][inner])
+    # The other routes to a half out: a tuple, a byte-swapped array, a tensor's .data.
+    sample = x[:: max(1, x.size // 300)]
+    reference = np.empty(sample.size, dtype)
+    cg.cbrt(sample, out=reference)
+    routes = [(np.empty(sample.size, dtype),)]
+    if name == "float16":
+        routes.append(np.empty(sample.size, ">f2"))
+    for out in routes:
+        cg.cbrt(sample, out=out)
+        got = out[0] if isinstance(out, tuple) else out
+        assert np.array_equal(got.astype(np.float64), reference.astype(np.float64))
+    t = cg.Tensor(np.zeros(sample.size, dtype))
+    before = t.version
+    cg.cbrt(sample, out=t.data)
+    assert t.version > before
+    assert np.array_equal(t.numpy().astype(np.float64), reference.astype(np.float64))
+
+
+@pytest.mark.parametrize("name", HALVES)
+def test_gradient_exact_midpoints_round_half_even(name):
+    # g / (3 y^2) exactly a midpoint: g = 3 m y^2 with y a power of two (exact
+    # in float64 and, for these m, in float32): the even neighbour, from
+    # float64 and from float32 operands alike.
+    dtype = HALVES[name]
+    mid, low, high, even = _midpoints(dtype)
+    keep = (mid > 2.0**-100) & (mid < 2.0**100)
+    mid, even = mid[keep], even[keep]
+    for y_value in (1.0, 0.25, 8.0):
+        g = 3 * mid * y_value**2
+        for operands in (np.float64, np.float32):
+            out = np.empty(mid.size, dtype)
+            cg.cbrt_grad(g.astype(operands), np.full(mid.size, y_value, operands), out=out)
+            assert np.array_equal(out.astype(np.float64), even), (y_value, operands)
+
+
+def test_where_with_a_half_out_computes_only_the_selected_elements():
+    # As np.divide(g, 3*y*y, out=o, where=w): the masked-out y = 0 raise nothing.
+    g, y = np.ones(4), np.array([0.0, 2.0, 0.0, 1.0])
+    where = np.array([False, True, False, True])
+    out, out2 = np.full(4, 7.0, np.float16), np.full(4, 7.0, np.float16)
+    with np.errstate(all="raise"):
+        cg.cbrt_grad(g, y, out=out, where=where)
+        cg.cbrt(np.array([1e300, 8.0, np.nan, 27.0]), out=out2, where=where)
+    assert out.tolist() == [7.0, np.float16(1 / 12), 7.0, np.float16(1 / 3)]
+    assert out2.tolist() == [7.0, 2.0, 7.0, 3.0]

@@ -226,8 +226,7 @@ def test_cli_bench_peers(tmp_path, capsys):
 
 def test_import_cbrtgrad_does_not_load_the_peers():
     code = (
-        "import sys, cbrtgrad; "
-        "print('cbrtgrad.bench.peers' in sys.modules, 'jax' in sys.modules)"
+        "import sys, cbrtgrad; print('cbrtgrad.bench.peers' in sys.modules, 'jax' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]

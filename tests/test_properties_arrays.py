@@ -5,7 +5,8 @@ bool), strided and negative-stride views, broadcasting, ``out=`` and
 ``where=``. The oracles: mpmath at 200 bits with the bars of the shared case
 table (:data:`cbrtgrad.verification.cases.BARS`), ``np.cbrt`` within its own
 documented error, and the closed-form gradient ``g / (3 y^2)``. The numpy
-backend *is* ``np.cbrt``, so it is held to numpy's bits and to the semantics.
+backend *is* ``np.cbrt``, so it is held to numpy's bound (tests/_agreement.py:
+its bits depend on the layout and the CPU) and to the semantics.
 The cuda backend runs under the simulator with a small budget.
 """
 
@@ -25,6 +26,8 @@ from cbrtgrad import _dtypes
 from cbrtgrad.verification.cases import BARS
 from cbrtgrad.verification.ulp import PRECISION_BITS, cbrt_exact, mpmath_ulp_errors
 
+from ._agreement import NP_CBRT_STEPS, steps_apart
+
 HOST_BACKENDS = ("cpu", "parallel", "numpy")
 OURS = ("cpu", "parallel")
 FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
@@ -35,27 +38,10 @@ INPUT_DTYPES = (
 )
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
-# NOTE: np.cbrt's own error depends on how numpy was built: 1.93 ulp (float32)
-# and 0.536 ulp (float64) with SVML, 0.885 and 3.04 ulp with glibc's libm
-# (REFERENCE.md). Against ours (<= 0.5 ulp) that is at most 3 and 4
-# representable steps apart. mpmath is the strict oracle; this one catches a
-# wrong formula with an independent implementation.
-NP_CBRT_STEPS = {F32: 3, F64: 4}
-
+# NOTE: np.cbrt is within NP_CBRT_STEPS of ours (tests/_agreement.py).
+# mpmath is the strict oracle; this one catches a wrong formula with an
+# independent implementation.
 EXAMPLES = 40
-
-
-def _ordered(a: np.ndarray) -> np.ndarray:
-    """Float bits as integers that count representable steps (across zero too)."""
-    a = np.ascontiguousarray(a)
-    bits = a.view(np.int32 if a.dtype == F32 else np.int64).astype(np.int64)
-    magnitude = bits & np.int64(0x7FFFFFFF if a.dtype == F32 else 0x7FFFFFFFFFFFFFFF)
-    return np.where(bits < 0, -magnitude, magnitude)
-
-
-def steps_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """How many representable values lie between ``a`` and ``b`` (finite, same dtype)."""
-    return np.abs(_ordered(a) - _ordered(b))
 
 
 def _same_specials(got: np.ndarray, expected: np.ndarray) -> None:

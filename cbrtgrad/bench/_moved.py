@@ -16,9 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 
-def redirect(
-    old: str, homes: dict[str, Iterable[str]]
-) -> tuple[Callable[[str], Any], list[str]]:
+def redirect(old: str, homes: dict[str, Iterable[str]]) -> tuple[Callable[[str], Any], list[str]]:
     """The ``__getattr__`` and ``__all__`` of the shim module ``old``.
 
     Parameters
