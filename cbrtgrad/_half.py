@@ -78,6 +78,8 @@ def _round(q: Any, half: Any, compare: Comparison) -> np.ndarray:
     """
     half = np.dtype(half).newbyteorder("=")
     q = np.asarray(q)
+    shape = q.shape
+    q = q.reshape(-1)  # NOTE: 1-D, so that h is an array the bits below write into (not a scalar)
     mag = np.abs(q).astype(_F64)
     with np.errstate(over="ignore", invalid="ignore"):
         h = mag.astype(half)  # one rounding, to nearest even: right but at midpoints
@@ -85,8 +87,8 @@ def _round(q: Any, half: Any, compare: Comparison) -> np.ndarray:
     inexact = (wide != mag) & np.isfinite(mag)
     index = np.flatnonzero(inexact)
     if index.size:
-        bits = h.view(np.uint16).reshape(-1)
-        hs, mags, widths = bits[index], mag.reshape(-1)[index], wide.reshape(-1)[index]
+        bits = h.view(np.uint16)
+        hs, mags, widths = bits[index], mag[index], wide[index]
         # The other half value beside |q|: below it when h rounded up (h may be inf).
         other = np.where(widths > mags, hs - np.uint16(1), hs + np.uint16(1)).astype(np.uint16)
         low = np.minimum(hs, other)
@@ -108,7 +110,7 @@ def _round(q: Any, half: Any, compare: Comparison) -> np.ndarray:
     negative = np.signbit(q)
     if negative.any():
         h[negative] = -h[negative]
-    return h
+    return h.reshape(shape)
 
 
 def cube_root(x: Any, q: Any, half: Any) -> Any:
@@ -135,8 +137,8 @@ def cube_root(x: Any, q: Any, half: Any) -> Any:
     >>> cube_root(x, q, np.float16), np.float16(q)  # the double rounding is one off
     (np.float16(0.0433), np.float16(0.04327))
     >>> x = np.float64(2051.0) ** 3  # the cube root is the midpoint of 2050 and 2052
-    >>> cube_root(x, cbrt(x), np.float16)  # a tie: to even, as np.float16(2051.0)
-    np.float16(2052.0)
+    >>> float(cube_root(x, cbrt(x), np.float16))  # a tie: to even, as np.float16(2051.0)
+    2052.0
     """
     q = np.asarray(q)
     x64 = np.broadcast_to(np.abs(np.asarray(x).astype(_F64)), q.shape).reshape(-1)
@@ -162,8 +164,8 @@ def gradient(g: Any, y: Any, q: Any, half: Any) -> Any:
     >>> g, y = np.float16(1), np.float16(2)
     >>> gradient(g, y, np.float64(1 / 12), np.float16)
     np.float16(0.0833)
-    >>> gradient(np.float64(3 * 2051.0), np.float64(1.0), np.float64(2051.0), np.float16)
-    np.float16(2052.0)
+    >>> float(gradient(np.float64(3 * 2051.0), np.float64(1.0), np.float64(2051.0), np.float16))
+    2052.0
     """
     q = np.asarray(q)
     gs = np.broadcast_to(np.asarray(g), q.shape).reshape(-1)

@@ -16,6 +16,12 @@ default, so that ``python -m pytest`` stays within a few minutes on 2 cores.
 everything; any ``-m`` expression decides by itself. They are skipped rather
 than deselected, so a file of slow tests alone still collects (no exit 5).
 
+Tests that touch numpy's cube root (a ``numpy`` backend parameter, or numpy
+in the name) are marked ``numpy_cbrt``: on an AVX-512 CPU ``.ci/run`` runs them
+once more with numpy dispatching as on AVX2, where ``np.cbrt`` is libm, not SVML.
+Tests marked ``built_docs`` read the site ``.ci/run`` builds and are skipped
+without it.
+
 The kernel cache of a test run is set up in the repository's root
 ``conftest.py`` (which also covers the doctests in ``cbrtgrad/``).
 """
@@ -42,7 +48,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _touches_numpy_cbrt(item: pytest.Item) -> bool:
+    # A test of the ``numpy`` backend (a parameter), or one named for numpy's cube root.
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    name = item.name.lower()
+    backend = any(isinstance(v, str) and v == "numpy" for v in params.values())
+    return backend or "numpy" in name or "np_cbrt" in name
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    numpy_cbrt = pytest.mark.numpy_cbrt
+    no_site = pytest.mark.skip(
+        reason="needs the site .ci/run's docs step builds (CBRTGRAD_DOCS_HTML)"
+    )
+    for item in items:
+        if _touches_numpy_cbrt(item):
+            item.add_marker(numpy_cbrt)
+        if item.get_closest_marker("built_docs") and not os.environ.get("CBRTGRAD_DOCS_HTML"):
+            item.add_marker(no_site)
     if config.getoption("--run-slow") or config.getoption("markexpr"):
         return
     skip = pytest.mark.skip(reason="slow: run with `python -m pytest -m slow` or --run-slow")

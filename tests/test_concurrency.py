@@ -159,13 +159,15 @@ _PROCESS_SCRIPT = textwrap.dedent(
     """
     import hashlib, numpy as np, cbrtgrad as cg
     h = hashlib.sha256()
-    for dtype in (np.float32, np.float64):
-        x = np.random.default_rng(1).standard_normal(10_000).astype(dtype) * 1e3
-        y, dx = cg.cbrt_and_grad(x, np.ones_like(x))
-        h.update(y.tobytes()); h.update(dx.tobytes()); h.update(cg.cbrt(x).tobytes())
+    x = np.random.default_rng(1).standard_normal(10_000).astype(np.float32) * 1e3
+    y, dx = cg.cbrt_and_grad(x, np.ones_like(x))
+    h.update(y.tobytes()); h.update(dx.tobytes()); h.update(cg.cbrt(x).tobytes())
     print(h.hexdigest())
     """
 )
+# NOTE: float32 only: two kernels written at once by every process is the
+# race; the float64 pair would double the compile time and race the same way
+# (tests/test_kernel_cache.py's slow test mixes the dtypes).
 
 
 #: One compiling process per core, 2 to 4: more only queue behind each other
@@ -192,14 +194,13 @@ def test_processes_importing_and_compiling_at_once(tmp_path):
     outputs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outputs]
     h = hashlib.sha256()
-    for dtype in (np.float32, np.float64):
-        x = np.random.default_rng(1).standard_normal(10_000).astype(dtype) * 1e3
-        y, dx = cg.cbrt_and_grad(x, np.ones_like(x))
-        h.update(y.tobytes())
-        h.update(dx.tobytes())
-        h.update(cg.cbrt(x).tobytes())
+    x = np.random.default_rng(1).standard_normal(10_000).astype(np.float32) * 1e3
+    y, dx = cg.cbrt_and_grad(x, np.ones_like(x))
+    h.update(y.tobytes())
+    h.update(dx.tobytes())
+    h.update(cg.cbrt(x).tobytes())
     assert [out.strip() for out, _ in outputs] == [h.hexdigest()] * PROCESSES
-    # Only cbrtgrad's folder, one index per kernel used (two ops, two dtypes).
+    # Only cbrtgrad's folder, one index per kernel used (two ops).
     written = [p for p in cache.rglob("*") if p.suffix in (".nbi", ".nbc")]
     assert {p.relative_to(cache).parts[0] for p in written} == {"cbrtgrad"}
-    assert len([p for p in written if p.suffix == ".nbi"]) == 4
+    assert len([p for p in written if p.suffix == ".nbi"]) == 2

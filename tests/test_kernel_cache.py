@@ -94,24 +94,23 @@ def test_first_float64_call_compiles_only_its_loop_then_loads_it(tmp_path):
     assert {"cpu", "features", "vector_width", "numba", "llvmlite", "source"} <= set(described)
 
 
-@pytest.mark.parametrize(
-    "setting",
-    [
+def test_a_cache_written_under_one_setting_is_not_used_under_another(tmp_path):
+    assert _call(tmp_path, "float32")["built"] == {"ufunc cube_root float32": "compiled"}
+    settings = [
         {"CBRTGRAD_VECTOR_WIDTH": "256"},
         # Another CPU: numba compiles for the named one (plain x86-64 or
         # aarch64 generic code runs on this machine too).
         {"NUMBA_CPU_NAME": "generic"},
-    ],
-    ids=["vector-width", "cpu"],
-)
-def test_a_cache_written_under_one_setting_is_not_used_under_another(tmp_path, setting):
-    assert _call(tmp_path, "float32")["built"] == {"ufunc cube_root float32": "compiled"}
-    other = _call(tmp_path, "float32", **setting)
-    assert other["built"] == {"ufunc cube_root float32": "compiled"}
-    assert other["digest"] == _digest("float32")
+    ]
+    for setting in settings:
+        other = _call(tmp_path, "float32", **setting)
+        assert other["built"] == {"ufunc cube_root float32": "compiled"}, setting
+        assert other["digest"] == _digest("float32")
     # Each setting has its own folder, and each is warm for its own setting.
-    assert len([p for p in (tmp_path / "cbrtgrad").iterdir() if p.is_dir()]) == 2
-    assert _call(tmp_path, "float32", **setting)["built"] == {"ufunc cube_root float32": "loaded"}
+    assert len([p for p in (tmp_path / "cbrtgrad").iterdir() if p.is_dir()]) == 3
+    assert _call(tmp_path, "float32", **settings[1])["built"] == {
+        "ufunc cube_root float32": "loaded"
+    }
     assert _call(tmp_path, "float32")["built"] == {"ufunc cube_root float32": "loaded"}
 
 
@@ -178,15 +177,16 @@ def _check_round(results: list[dict], dtypes: list[str]) -> None:
         assert set(result["built"]) == {f"ufunc cube_root {dtype}"}
 
 
-def test_four_processes_write_and_read_one_cache_at_once(tmp_path):
-    # Round 1: four cold processes compile and save the same kernel at once;
-    # round 2: four load it at once. Every process must finish with the
-    # right bits. (The slow test below mixes dtypes and repeats.)
+def test_processes_write_and_read_one_cache_at_once(tmp_path):
+    # Round 1: two cold processes (one per core here) compile and save the
+    # same kernel at once; round 2: two load it at once. Every process must
+    # finish with the right bits. (The slow test below runs four, mixes
+    # dtypes and repeats.)
     go = tmp_path / "go"
     cache = tmp_path / "cache"
     for number in range(2):
-        results = _race(cache, ["float32"] * 4, go)
-        _check_round(results, ["float32"] * 4)
+        results = _race(cache, ["float32"] * 2, go)
+        _check_round(results, ["float32"] * 2)
         if number == 1:
             assert all(r["built"] == {"ufunc cube_root float32": "loaded"} for r in results)
     (folder,) = [p for p in (cache / "cbrtgrad").iterdir() if p.is_dir()]

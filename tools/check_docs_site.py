@@ -21,7 +21,8 @@ screen (``PAGE-top.png``, what a reader sees on opening it) and the whole page
     python tools/check_docs_site.py screenshots/
     python tools/check_docs_site.py --html docs/_build/html screenshots/
 
-The continuous-integration machines have no browser; ``tests/test_docs.py`` checks there
+The continuous-integration machines have no browser; ``.ci/run`` builds the site and runs the
+``built_docs`` tests of ``tests/test_docs.py`` on it, which check
 what needs none (no CDN in the built HTML, the MathJax files present in the build).
 """
 

@@ -45,7 +45,7 @@ def test_case_table_within_ulp_of_scipy(accel, dtype):
         g = np.ones_like(x)
         assert same_bits(accel.cube_root_grad(g, y), cpu_grad(g, y))
         yf, dxf = accel.cube_root_and_grad(x, g)
-    assert same_bits(yf, y) and same_bits(dxf, cpu_grad(g, y))
+        assert same_bits(yf, y) and same_bits(dxf, cpu_grad(g, y))
 
 
 def cpu_grad(g, y):

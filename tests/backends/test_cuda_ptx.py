@@ -106,7 +106,18 @@ def _tool(name: str) -> str:
     return str(path)
 
 
+#: The SASS of each (PTX, options) assembled so far: the tests read the same kernels.
+_SASS: dict[tuple[str, ...], list[str]] = {}
+
+
 def _sass(ptx: str, tmp_path, *options: str) -> list[str]:
+    key = (ptx, *options)
+    if key not in _SASS:
+        _SASS[key] = _assemble(ptx, tmp_path, *options)
+    return _SASS[key]
+
+
+def _assemble(ptx: str, tmp_path, *options: str) -> list[str]:
     source = tmp_path / "kernel.ptx"
     source.write_text(ptx)
     cubin = tmp_path / "kernel.cubin"

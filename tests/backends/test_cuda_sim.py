@@ -213,13 +213,12 @@ def test_host_backends_refuse_simulator_device_arrays(name):
     assert is_device_array(cbrtgrad.cbrt(x))
 
 
-def test_float16_bits_read_as_numpy_converts_them_all_65536():
+def _check_float16_readers(bits: np.ndarray) -> None:
     # A GPU's cvt.f32.f16 makes every nan the canonical one; the kernels read
     # float16 as bits and convert in integers, as numpy does (payloads kept).
     from cbrtgrad.kernels.cuda import _half_readers
     from cbrtgrad.kernels.cuda_primitives import simulating
 
-    bits = np.arange(2**16, dtype=np.uint16)
     want = bits.view(np.float16).astype(np.float32)
     if simulating():  # device functions run on the host only in the simulator
         to_single, to_double = _half_readers()
@@ -234,6 +233,21 @@ def test_float16_bits_read_as_numpy_converts_them_all_65536():
         h = bits.view(np.float16)  # all of them, on a GPU
     with np.errstate(all="ignore"):
         assert same_bits(cbrtgrad.cbrt(cuda.to_device(h)).copy_to_host(), cbrtgrad.cbrt(h))
+
+
+def test_float16_bits_read_as_numpy_converts_them():
+    # Every sign and exponent (subnormals, infinities and nans included) with
+    # the mantissas at both ends and the middle, and every 61st pattern: the
+    # conversion's cases. All 65,536 in the slow test below (12 s simulated).
+    bits = np.arange(2**16, dtype=np.uint16)
+    mantissa = bits & 0x3FF
+    edges = np.isin(mantissa, [0, 1, 2, 0x1FF, 0x200, 0x201, 0x3FE, 0x3FF])
+    _check_float16_readers(bits[edges | (bits % 61 == 0)])
+
+
+@pytest.mark.slow
+def test_float16_bits_read_as_numpy_converts_them_all_65536():
+    _check_float16_readers(np.arange(2**16, dtype=np.uint16))
 
 
 def test_stream_arguments_and_libraries():
