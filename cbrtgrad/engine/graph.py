@@ -257,7 +257,9 @@ def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_grap
                 before = raw(prev._data if isinstance(prev, Tensor) else prev)
                 leaf.grad = raw(wrap(before) + wrap(g))
             else:
-                leaf.grad = (prev._data if isinstance(prev, Tensor) else prev) + g
+                total = (prev._data if isinstance(prev, Tensor) else prev) + g
+                # numpy adds 0-d arrays into a scalar: .grad stays an array of the leaf's shape.
+                leaf.grad = np.asarray(total) if isinstance(total, np.generic) else total
     finally:
         _release()
 
