@@ -23,7 +23,7 @@ from .device import DeviceArray, raw, wrap
 from .node import Node
 from .op_table import routes
 from .recording import edge_of
-from .tensor import Tensor
+from .tensor import Tensor, refuse_masked
 
 #: Serialises writes of leaves' ``.grad`` (see :func:`backward`).
 _ACCUMULATE_LOCK = threading.Lock()
@@ -166,6 +166,7 @@ def _seed(root: Tensor, gradient: Any, create_graph: bool) -> Any:
             if data.ndim:
                 seed = seed.reshape(data.shape)
     else:
+        refuse_masked(gradient, "gradient")
         lazy = isinstance(gradient, Tensor) or is_dask_array(gradient)
         seed = gradient if lazy else wrap(gradient)
         if type(seed) is not DeviceArray and not lazy:
