@@ -88,6 +88,34 @@ def test_scalars_lists_and_0d():
     assert cg.cbrt_grad(np.empty(0), np.empty(0)).shape == (0,)
 
 
+def _numpy_with_where(func, *args, where):
+    # numpy warns that where= without out= leaves memory uninitialised.
+    with pytest.warns(UserWarning, match="'where' used without 'out'"):
+        return func(*args, where=where)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "numpy", "parallel"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize(
+    ("x_shape", "where_shape"), [((), ()), ((), (2,)), ((2,), ()), ((2,), (2,))]
+)
+def test_where_without_out_gives_numpy_s_result_type(backend, dtype, x_shape, where_shape):
+    # A 0-d result is a numpy scalar, as numpy's ufuncs give it (issue 38, item 4).
+    x = np.full(x_shape, 8, dtype)
+    where = np.ones(where_shape, bool)
+    expected = _numpy_with_where(np.cbrt, x, where=where)
+    got = cg.cbrt(x, where=where, backend=backend)
+    assert isinstance(got, np.ndarray) == isinstance(expected, np.ndarray)
+    assert np.shape(got) == np.shape(expected)
+    np.testing.assert_array_equal(got, expected)
+    g = np.full(x_shape, 12, dtype)
+    expected = _numpy_with_where(np.divide, g, 3 * x.astype(float) ** (2 / 3), where=where)
+    got = cg.cbrt_grad(g, np.full(x_shape, 2, dtype), where=where, backend=backend)
+    assert isinstance(got, np.ndarray) == isinstance(expected, np.ndarray)
+    assert np.shape(got) == np.shape(expected)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
 def test_out_and_in_place():
     x = np.array([8.0, -1.0, 27.0])
     out = np.empty_like(x)

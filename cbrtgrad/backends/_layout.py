@@ -74,15 +74,14 @@ def call_ufunc(
     return masked(lambda *selected: ufunc(*selected, dtype=dtype), args, where, out, dtype)
 
 
-def masked(
-    compute: Any, inputs: tuple[Any, ...], where: Any, out: Any, dtype: Any = None
-) -> np.ndarray:
+def masked(compute: Any, inputs: tuple[Any, ...], where: Any, out: Any, dtype: Any = None) -> Any:
     """``compute`` on the elements ``where`` selects only, written into ``out`` there.
 
     As a numpy ufunc with ``where=``: the other elements are neither computed
     (so they raise no IEEE flag: ``np.errstate`` sees only the selected ones)
     nor written (``out`` keeps them; uninitialised without ``out``).
-    ``compute`` takes and returns 1-D arrays of the selected elements.
+    ``compute`` takes and returns 1-D arrays of the selected elements. The
+    result is ``out`` when given, else a new array (a numpy scalar when 0-d).
 
     Examples
     --------
@@ -98,7 +97,10 @@ def masked(
     selected = [np.broadcast_to(a, shape)[mask] for a in arrays]
     result = np.asarray(compute(*selected))
     if out is None:
-        out = np.empty(shape, dtype or result.dtype)
+        new = np.empty(shape, dtype or result.dtype)
+        new[mask] = result
+        # A 0-d result is a scalar, as numpy's ufuncs give it without out=.
+        return new[()] if new.ndim == 0 else new
     out[mask] = result
     return out
 

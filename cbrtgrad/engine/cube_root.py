@@ -27,6 +27,7 @@ from .recording import apply, cast
 from .schema import AmpPolicy, OpSchema, Saves
 from .shape_ops import reduce_to
 from .tensor import Tensor
+from .versions import alias
 
 _NATIVE = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 _F32 = np.dtype(np.float32)
@@ -73,8 +74,17 @@ class CubeRootBackward(Node):
 
     @property
     def result(self) -> Any:
-        """The saved output ``y`` (``None`` once released)."""
-        return self.saved[0] if self.saved else None
+        """The saved output ``y`` (``None`` once released), read-only on the host.
+
+        A host ``y`` is given as a read-only alias (``versions.alias``): a
+        write into it would change the gradient unseen by the version check.
+        """
+        if not self.saved:
+            return None
+        y = self.saved[0]
+        if type(y) is not np.ndarray:
+            return y  # a dask array (never written) or a device array (see docs/engine.md)
+        return alias(y, self._checks[0][0], writable=False)
 
     @staticmethod
     def forward(backend: Any, x: Any, *, dtype: Any = None) -> Any:

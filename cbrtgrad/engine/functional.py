@@ -13,7 +13,7 @@ from .._array_kinds import is_dask_array, is_device_array
 from . import grad_mode
 from .device import raw
 from .graph import grad_of
-from .tensor import Tensor
+from .tensor import Tensor, refuse_masked
 
 
 def _integer(value: Any) -> bool:
@@ -41,7 +41,8 @@ def _prepare(arg: Any, index: int) -> tuple[Tensor, bool]:
     if isinstance(arg, Tensor):
         if arg._requires_grad and grad_mode.grad_enabled():
             return arg, True  # nested inside another transformation: keep the graph
-        return Tensor(arg._data, requires_grad=True), False
+        return Tensor(arg, requires_grad=True), False  # a new leaf sharing arg's counter
+    refuse_masked(arg, f"argument {index}")
     array = arg if is_dask_array(arg) or is_device_array(arg) else np.asarray(arg)
     dtype = _dtypes.dtype_of(array)
     if dtype.kind != "f":

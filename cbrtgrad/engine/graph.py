@@ -23,7 +23,7 @@ from .device import DeviceArray, raw, wrap
 from .node import Node
 from .op_table import routes
 from .recording import edge_of
-from .tensor import Tensor
+from .tensor import Tensor, refuse_masked
 
 #: Serialises writes of leaves' ``.grad`` (see :func:`backward`).
 _ACCUMULATE_LOCK = threading.Lock()
@@ -166,6 +166,7 @@ def _seed(root: Tensor, gradient: Any, create_graph: bool) -> Any:
             if data.ndim:
                 seed = seed.reshape(data.shape)
     else:
+        refuse_masked(gradient, "gradient")
         lazy = isinstance(gradient, Tensor) or is_dask_array(gradient)
         seed = gradient if lazy else wrap(gradient)
         if type(seed) is not DeviceArray and not lazy:
@@ -257,7 +258,9 @@ def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_grap
                 before = raw(prev._data if isinstance(prev, Tensor) else prev)
                 leaf.grad = raw(wrap(before) + wrap(g))
             else:
-                leaf.grad = (prev._data if isinstance(prev, Tensor) else prev) + g
+                total = (prev._data if isinstance(prev, Tensor) else prev) + g
+                # numpy adds 0-d arrays into a scalar: .grad stays an array of the leaf's shape.
+                leaf.grad = np.asarray(total) if isinstance(total, np.generic) else total
     finally:
         _release()
 

@@ -23,7 +23,7 @@ from .op_table import routes
 from .recording import apply
 from .schema import AmpPolicy, OpSchema, Saves
 from .shape_ops import reduce_to
-from .tensor import Tensor
+from .tensor import Tensor, refuse_masked
 
 _SCALARS = (int, float, np.integer, np.floating, np.bool_, bool)
 
@@ -39,6 +39,7 @@ def _operand(value: Any, name: str) -> Any:
         _dtypes.compute_dtype(device_dtype(value), name)
         return DeviceArray(value)
     if isinstance(value, (np.ndarray, np.generic, list, tuple)):
+        refuse_masked(value, name)
         array = np.asarray(value)
         _dtypes.compute_dtype(array.dtype, name)
         return array

@@ -21,7 +21,7 @@ from .node import Node, next_sequence_nr
 from .op_table import routes
 from .schema import AmpPolicy, OpSchema, Saves
 from .tensor import Tensor
-from .versions import version_check
+from .versions import counter_of, version_check
 
 _F32 = np.dtype(np.float32)
 _OUTPUT = Saves.OUTPUT
@@ -108,12 +108,30 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
         node._checks = ((out._version, 0),) if type(data) is np.ndarray else (version_check(out),)
     elif saves is _INPUTS:
         node.saved = inputs
-        node._checks = tuple([version_check(t) for t in inputs if type(t) is Tensor])
+        node._checks = _input_checks(inputs)
     else:
         node.saved = ()
         node._checks = ()
     node.save(inputs, out, backend, params)
     return out
+
+
+def _input_checks(inputs: tuple[Any, ...]) -> tuple[tuple[Any, int], ...]:
+    """The version checks of saved inputs: each Tensor's, and a constant's over a tensor's memory.
+
+    A constant such as ``x * y.data`` is a read-only view of ``y``'s memory
+    (see ``versions.alias``): a write through ``y`` changes it, so the node
+    checks ``y``'s counter for it too.
+    """
+    checks = []
+    for t in inputs:
+        if type(t) is Tensor:
+            checks.append(version_check(t))
+        elif type(t) is np.ndarray and t.base is not None:
+            counter = counter_of(t)
+            if counter is not None:
+                checks.append((counter, counter.value))
+    return tuple(checks)
 
 
 class CastBackward(Node):

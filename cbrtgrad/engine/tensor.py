@@ -12,7 +12,7 @@ from . import grad_mode
 from .device import DeviceArray, refuse_host_copy
 from .op_table import API_OPS, METHODS, UFUNC_OPS
 from .operators import Operators
-from .versions import DataView, Version
+from .versions import DataView, Version, alias, counter_of, write_target
 
 # The operators and methods that record ops run the functions the op modules
 # entered in the op table (op_table.py): those modules import this one, so
@@ -24,13 +24,29 @@ _METHOD = METHODS
 _new = object.__new__
 
 
+def refuse_masked(value: Any, name: str) -> None:
+    """Raise a ``TypeError`` naming ``name`` if ``value`` is a numpy masked array.
+
+    The engine has no masks: taking the values alone would let the masked
+    ones into sums, means and gradients, silently.
+    """
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(
+            f"cbrtgrad: {name} is a masked array (numpy.ma.MaskedArray), and Tensors have no "
+            f"mask: the masked values would enter the results. Pass {name}.filled(value) or "
+            f"{name}.compressed() instead"
+        )
+
+
 def tensor_data(value: Any, name: str) -> Any:
     """``value`` as a Tensor's data: an ndarray (no copy when it is one), a dask array,
     or a device array (CuPy, PyTorch CUDA, numba: held as a :class:`DeviceArray`).
 
-    A float, integer or bool dtype; anything else is a ``TypeError`` naming ``name``.
+    A float, integer or bool dtype; anything else (and a masked array) is a
+    ``TypeError`` naming ``name``.
     """
     if type(value) is not np.ndarray:
+        refuse_masked(value, name)
         if is_dask_array(value):
             _dtypes.compute_dtype(value.dtype, name)
             return value
@@ -44,16 +60,39 @@ def tensor_data(value: Any, name: str) -> Any:
     return value
 
 
+def adopt(value: Any, name: str) -> tuple[Any, Version | None]:
+    """``value`` as a Tensor's data, and the counter of the tensor whose memory it is (or None).
+
+    Memory is never shared under two counters (a write counted by one would
+    be unseen by the other's saved values): a Tensor gives its data and its
+    counter (as ``detach()``); its ``.data`` view gives a writable array over
+    the same memory (writable as the tensor is) and its counter; any other
+    ndarray over a tensor's memory (``t.numpy()``, ``np.asarray(t.data)``,
+    their views) is read-only, and gives its counter too (:func:`counter_of`).
+    """
+    if isinstance(value, Tensor):
+        return value._data, value._version
+    if isinstance(value, DataView) and value._version is not None:
+        return write_target(value), value._version
+    data = tensor_data(value, name)
+    if type(data) is np.ndarray and data.base is not None:
+        return data, counter_of(data)
+    return data, None
+
+
 class Tensor(Operators):
     """An array that records the ops applied to it, for reverse-mode gradients.
 
     Parameters
     ----------
-    data : array_like, dask.array.Array or device array
+    data : array_like, Tensor, dask.array.Array or device array
         The values; float16, float32, float64, bool or integers. A numpy array
         is wrapped without a copy; a dask array stays lazy (so do the results
         and gradients computed from it, until the user computes them); a CuPy
         array, PyTorch CUDA tensor or numba device array stays on its device.
+        A Tensor, its ``.data`` or an array over its memory is shared with it,
+        version counter included (a write through either is seen by the
+        other's saved values). A masked array is refused: a Tensor has no mask.
     requires_grad : bool, default False
         Whether backward computes ``.grad`` for this tensor (float dtypes only).
 
@@ -69,8 +108,8 @@ class Tensor(Operators):
     Raises
     ------
     TypeError
-        For data of a non-real dtype, and for ``requires_grad`` on a
-        non-float tensor.
+        For data of a non-real dtype or a masked array, and for
+        ``requires_grad`` on a non-float tensor.
 
     Notes
     -----
@@ -107,10 +146,10 @@ class Tensor(Operators):
     __array_priority__ = 1000
 
     def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
-        self._data = data._data if isinstance(data, Tensor) else tensor_data(data, "data")
+        self._data, version = adopt(data, "data")
         self.grad = None
         self.grad_fn = None
-        self._version = Version()
+        self._version = Version() if version is None else version
         self._requires_grad = False
         self.requires_grad = requires_grad
 
@@ -138,18 +177,21 @@ class Tensor(Operators):
             return data.raw  # the library's own array: its writes are not counted
         if is_dask_array(data):
             return data
-        view = data.view(DataView)
+        # Read-only, for good (see DataView: only the writes it counts).
+        view = alias(data, self._version, writable=False).view(DataView)
         view._version = self._version
-        view._owner = self._data
-        view.flags.writeable = False  # see DataView: only the writes it counts
+        view._owner = data
         return view
 
     @data.setter
     def data(self, value: Any) -> None:
-        if isinstance(value, DataView) and value._version is self._version:
+        if isinstance(value, DataView) and value._owner is self._data and _whole(value):
             return  # ``t.data += 1`` wrote in place and already bumped the version
-        self._data = tensor_data(value, "data")
-        self._version.value += 1
+        data, version = adopt(value, "data")
+        self._data = data
+        self._version.value += 1  # what was saved of this tensor is not its data now
+        if version is not None:
+            self._version = version  # the memory's counter from now on
 
     @property
     def requires_grad(self) -> bool:
@@ -216,9 +258,7 @@ class Tensor(Operators):
             view = data.to_host() if type(data) is DeviceArray else np.asarray(data)
             view.flags.writeable = False
             return view
-        view = data.view()
-        view.flags.writeable = False
-        return view
+        return alias(data, self._version, writable=False)
 
     def item(self) -> Any:
         """The single value as a Python scalar (dask data is computed)."""
@@ -478,6 +518,17 @@ class Tensor(Operators):
         array([0.08333333])
         """
         _METHOD["backward"](self, gradient, retain_graph, create_graph)
+
+
+def _whole(view: DataView) -> bool:
+    """Whether ``view`` is its tensor's whole data as it is (not a slice, transpose or reshape)."""
+    owner = view._owner
+    assert owner is not None
+    return (
+        view.shape == owner.shape
+        and view.strides == owner.strides
+        and view.__array_interface__["data"][0] == owner.__array_interface__["data"][0]
+    )
 
 
 def _restore(data: Any, requires_grad: bool, grad: Any) -> Tensor:

@@ -7,6 +7,14 @@ node records ``(counter, value)`` for each tensor it saves
 (``Node.check_versions``), so a gradient is never computed from a value that
 changed after the forward. A dask array is never written to: a rebound one is
 noticed by its key (:class:`LazyVersion`).
+
+Every host array the engine hands out over a tensor's memory (``.data``,
+``.numpy()``, ``np.asarray(t)``, a node's saved ``result``) is an
+:func:`alias`: its chain of ``.base`` ends at an :class:`_Alias` naming the
+tensor's counter, never at the tensor's own writable array, and numpy cannot
+make it writable. So no writable object reaches a saved buffer except through
+the engine, and :func:`counter_of` finds the counter of any array made over
+a tensor's memory (``Tensor(...)`` of it shares that counter).
 """
 
 from __future__ import annotations
@@ -18,32 +26,6 @@ import numpy as np
 from .._array_kinds import is_dask_array
 
 
-class engine_write:
-    """Context for one of the engine's own writes through a ``.data`` view.
-
-    ``Tensor.data`` is read-only for numpy (see :class:`DataView`); the
-    writes the view sees (item assignment, ufuncs with ``out=``) make it
-    writable for the write, then read-only again, and bump the version.
-    A view of an array that is read-only itself stays read-only.
-    """
-
-    __slots__ = ("array", "opened")
-
-    def __init__(self, array: Any) -> None:
-        self.array = array
-        self.opened = False
-
-    def __enter__(self) -> None:
-        array = self.array
-        if not array.flags.writeable and array._owner is not None and array._owner.flags.writeable:
-            array.flags.writeable = True
-            self.opened = True
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.opened:
-            self.array.flags.writeable = False
-
-
 class Version:
     """A mutable counter shared by a tensor and every view of its data."""
 
@@ -51,6 +33,91 @@ class Version:
 
     def __init__(self) -> None:
         self.value = 0
+
+
+class _Alias:
+    """The ``base`` of an :func:`alias`: another array's memory, described to numpy.
+
+    numpy makes an array from an object's ``__array_interface__`` and keeps
+    the object as the array's ``base``, so the chain of ``.base`` from the
+    alias and its views stops here, at an object that is no array: the
+    tensor's own array (``_target``, kept alive here) is not reachable by
+    ``.base``. It exports no buffer either, so numpy refuses to make a
+    read-only alias writable (``flags.writeable = True`` raises).
+    """
+
+    __slots__ = ("__array_interface__", "_target", "version")
+
+    __array_interface__: dict[str, Any]
+    _target: np.ndarray
+    #: The counter of the tensor whose memory this is (see :func:`counter_of`).
+    version: Version
+
+
+def alias(array: np.ndarray, version: Version, *, writable: bool) -> np.ndarray:
+    """A plain ndarray over ``array``'s memory and geometry, whose ``.base`` is an :class:`_Alias`.
+
+    Parameters
+    ----------
+    array : numpy.ndarray
+        A tensor's data, or a view of it.
+    version : Version
+        That tensor's counter, which :func:`counter_of` reads back.
+    writable : bool
+        False for what is handed out (it cannot be made writable); True only
+        for the engine's own counted writes (:func:`write_target`).
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.arange(3.0)
+    >>> view = alias(a, Version(), writable=False)
+    >>> view, np.shares_memory(view, a), view.flags.writeable
+    (array([0., 1., 2.]), True, False)
+    """
+    interface = array.__array_interface__  # a new dict each time: changed here only
+    interface["data"] = (interface["data"][0], not writable)
+    holder = _Alias()
+    holder.__array_interface__ = interface
+    holder._target = array
+    holder.version = version
+    view = np.asarray(holder)
+    # The interface describes dtypes numpy has no type string for (bfloat16)
+    # as raw bytes of the same size: viewed back as the array's dtype.
+    return view if view.dtype == array.dtype else view.view(array.dtype)
+
+
+def counter_of(array: Any) -> Version | None:
+    """The counter of the tensor whose memory ``array`` views (through an :func:`alias`), or None.
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> t = cg.Tensor(np.arange(3.0))
+    >>> counter_of(np.asarray(t)) is t._version, counter_of(np.arange(3.0))
+    (True, None)
+    """
+    base = array.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return base.version if type(base) is _Alias else None
+
+
+def write_target(view: DataView) -> np.ndarray:
+    """The plain array a counted write through ``view`` goes to: its memory, same geometry.
+
+    Writable when the tensor's array is (else numpy's read-only error is
+    raised by the write); a :class:`DataView` that views no tensor (a copy)
+    is its own memory.
+    """
+    owner = view._owner
+    if owner is None or view._version is None:
+        return view.view(np.ndarray)
+    return alias(view, view._version, writable=bool(owner.flags.writeable))
 
 
 class LazyVersion:
@@ -91,8 +158,9 @@ class DataView(np.ndarray):
     NOTE: numpy has writers a subclass never sees (``fill``, ``np.copyto``,
     ``.flat[i] = v``, ``np.put``, ``sort``, any C code writing the buffer), so
     the view is read-only for numpy: those raise numpy's ``ValueError`` ("...
-    read-only") instead of writing unseen. The two writes it sees open it for
-    the write (:class:`engine_write`).
+    read-only") instead of writing unseen. It is a view of an :func:`alias`,
+    so neither it nor its ``.base`` can be made writable; the two writes it
+    sees go to a writable alias of the same memory (:func:`write_target`).
     """
 
     _version: Version | None
@@ -114,8 +182,7 @@ class DataView(np.ndarray):
             self._version.value += 1
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        with engine_write(self):
-            super().__setitem__(key, value)
+        write_target(self)[key] = value
         self._bump()
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -127,20 +194,18 @@ class DataView(np.ndarray):
         outs: tuple[Any, ...] = () if out is None else out if isinstance(out, tuple) else (out,)
         # ``ufunc.at(a, indices, b)`` writes into a.
         written = (*outs, inputs[0]) if method == "at" else outs
-        guards = [engine_write(o) for o in written if isinstance(o, DataView)]
-        for guard in guards:
-            guard.__enter__()
-        try:
-            # Plain views, made while the written ones are open.
-            plain = tuple(i.view(np.ndarray) if isinstance(i, DataView) else i for i in inputs)
-            if outs:
-                kwargs["out"] = tuple(
-                    o.view(np.ndarray) if isinstance(o, DataView) else o for o in outs
-                )
-            result = getattr(ufunc, method)(*plain, **kwargs)
-        finally:
-            for guard in reversed(guards):
-                guard.__exit__()
+        targets = {id(o): write_target(o) for o in written if isinstance(o, DataView)}
+
+        def plain(a: Any) -> Any:
+            # A written view's target; any other view read as a plain (read-only) array.
+            if not isinstance(a, DataView):
+                return a
+            target = targets.get(id(a))
+            return a.view(np.ndarray) if target is None else target
+
+        if outs:
+            kwargs["out"] = tuple(plain(o) for o in outs)
+        result = getattr(ufunc, method)(*(plain(i) for i in inputs), **kwargs)
         for o in written:
             if isinstance(o, DataView):
                 o._bump()

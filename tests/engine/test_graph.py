@@ -20,6 +20,29 @@ def test_gradients_accumulate_across_backward_calls():
     np.testing.assert_allclose(x.grad, [3.0])
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (1,), (2, 1)])
+def test_grad_keeps_the_leaf_s_shape_and_type_across_backward_calls(shape, dtype):
+    # numpy adds 0-d arrays into a scalar: .grad must stay an array (issue 38, item 4).
+    x = cg.Tensor(np.full(shape, 8.0, dtype), requires_grad=True)
+    for calls in (1, 2, 3):
+        (cg.cbrt(x) + x * x).sum().backward()  # x reached twice per backward
+        assert type(x.grad) is np.ndarray
+        assert x.grad.shape == shape and x.grad.dtype == dtype
+        np.testing.assert_allclose(x.grad, np.full(shape, calls * (1 / 12 + 16)), rtol=1e-3)
+    x.grad[...] = 0  # an array, written in place as numpy arrays are
+    np.testing.assert_array_equal(x.grad, np.zeros(shape))
+
+
+def test_grad_of_a_0d_leaf_stays_0d_with_create_graph():
+    x = cg.Tensor(np.array(8.0), requires_grad=True)
+    cg.cbrt(x).backward()
+    cg.cbrt(x).backward(create_graph=True)
+    assert isinstance(x.grad, cg.Tensor)
+    assert type(x.grad.numpy()) is np.ndarray and x.grad.shape == ()
+    np.testing.assert_allclose(x.grad.numpy(), 2 / 12)
+
+
 def test_fan_out_accumulates_per_node():
     # y is used three times; its node must wait for all three contributions.
     x = cg.Tensor(np.array([8.0, -1.0]), requires_grad=True)
