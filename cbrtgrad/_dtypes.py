@@ -111,7 +111,8 @@ def requested_dtype(dtype: Any) -> np.dtype | None:
     Returns
     -------
     numpy.dtype or None
-        ``None`` when no dtype was requested; float16 becomes float32.
+        ``None`` when no dtype was requested; float16 becomes float32; always
+        in native byte order.
 
     Raises
     ------
@@ -120,8 +121,8 @@ def requested_dtype(dtype: Any) -> np.dtype | None:
 
     Examples
     --------
-    >>> requested_dtype(None) is None, requested_dtype("float16")
-    (True, dtype('float32'))
+    >>> requested_dtype(None) is None, requested_dtype("float16"), requested_dtype(">f8")
+    (True, dtype('float32'), dtype('float64'))
     """
     if dtype is None:
         return None
@@ -136,7 +137,10 @@ def requested_dtype(dtype: Any) -> np.dtype | None:
             "cbrtgrad: dtype must be float16, float32 or float64 (or bfloat16), "
             f"got {_describe(dt)}"
         )
-    return np.dtype(np.float32) if dt.itemsize == 2 else dt
+    # The kernels compute in native byte order: a request names a float type,
+    # not a layout (numpy's ufuncs take ``dtype=`` the same way, as "only the
+    # general DType"), so ``'>f8'`` means float64.
+    return np.dtype(np.float32) if dt.itemsize == 2 else np.dtype(dt.type)
 
 
 def dtype_of(value: Any) -> np.dtype:

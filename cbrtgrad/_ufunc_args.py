@@ -90,7 +90,9 @@ def check_out(
     An ndarray for host operands; a dask array for dask operands (dask
     writes nothing until computed: ``out`` is rebound to the result's graph);
     a device array only with device operands (the cuda backend's own rules,
-    exactly the result's shape and dtype, are :func:`exact_out`'s). Of a
+    exactly the result's shape and dtype, are :func:`exact_out`'s). A dask
+    ``out`` or operand of unknown chunk sizes (``nan`` in its shape) is a
+    ``ValueError``: its shape cannot be checked, as in dask. Of a
     shape the operands broadcast to, a dtype the result casts to
     (``same_kind``), writable (unless ``writes`` is False: the caller writes
     through the array's own ``__array_ufunc__``, which decides, as a tensor's
@@ -134,6 +136,15 @@ def check_out(
     shapes = [np.shape(a) for a in operands]
     if where is not True:
         shapes.append(np.shape(where))
+    if not host and any(n != n for shape in (out.shape, *shapes) for n in shape):
+        # A dask shape holds nan where dask does not know the chunk sizes
+        # (after x[x > 0]): out's shape cannot be checked against the
+        # result's, and dask's own ufuncs refuse such an out= too.
+        raise ValueError(
+            f"cbrtgrad: out= cannot be checked when a shape has unknown sizes (out {out.shape}, "
+            f"operands {', '.join(str(s) for s in shapes)}); call compute_chunk_sizes() on "
+            "the dask arrays first, or use the returned array"
+        )
     if any(s != out.shape for s in shapes):  # NOTE: the common case skips broadcasting
         shape = broadcast_shape(*shapes)
         try:

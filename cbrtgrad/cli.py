@@ -12,8 +12,10 @@ import json
 import math
 import os
 import platform
+import select
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TextIO
 
 import numpy as np
 
@@ -54,6 +56,93 @@ def _positive(text: str) -> int:
     if value > _LARGEST:
         raise argparse.ArgumentTypeError(f"expected a positive integer up to 2^53, got {text!r}")
     return value
+
+
+#: Peak bytes per random input of ``verify`` (float64, the larger dtype): 106
+#: measured with tracemalloc, 112 from the growth of the maximum RSS between
+#: -n 10^5 and 4 x 10^6 (cpu, numpy and parallel); 128 leaves a margin.
+VERIFY_BYTES_PER_INPUT = 128
+#: Peak bytes per element of a ``bench`` size: 56 measured for the table
+#: (the curve of --plot: 49); 64 leaves a margin.
+BENCH_BYTES_PER_ELEMENT = 64
+
+
+def available_memory() -> tuple[int, str] | None:
+    """The bytes this process can allocate, and what that figure is; None where unknown.
+
+    Linux: ``MemAvailable`` (free memory and what the kernel can reclaim),
+    capped by the process's cgroup v2 limit less its use (a container's
+    limit, past which the kernel kills the process instead of a
+    ``MemoryError``). Elsewhere the physical memory, where ``os.sysconf``
+    knows it.
+
+    Examples
+    --------
+    >>> memory = available_memory()
+    >>> memory is None or memory[0] > 0
+    True
+    """
+    found: tuple[int, str] | None = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    found = int(line.split()[1]) * 1024, "available memory"
+    except (OSError, ValueError, IndexError):
+        pass
+    if found is not None:
+        try:
+            with open("/sys/fs/cgroup/memory.max", encoding="ascii") as limit_file:
+                limit = limit_file.read().strip()
+            with open("/sys/fs/cgroup/memory.current", encoding="ascii") as current_file:
+                used = int(current_file.read())
+            if limit != "max" and int(limit) - used < found[0]:
+                found = max(int(limit) - used, 0), "memory left under the cgroup's limit"
+        except (OSError, ValueError):
+            pass
+        return found
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "physical memory"
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:,.1f} GiB"
+
+
+def within_memory(count: int, bytes_per_element: int, memory: tuple[int, str] | None) -> int:
+    """``count`` when its run fits ``memory`` (``available_memory()``), else an argparse error.
+
+    Examples
+    --------
+    >>> within_memory(1000, 128, (2**30, "available memory"))
+    1000
+    >>> within_memory(10**9, 128, (2**30, "available memory"))
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 1000000000 needs about 119.2 GiB; available memory is 1.0 GiB, ...
+    """
+    if memory is None:
+        return count
+    size, what = memory
+    largest = size // bytes_per_element
+    if count > largest:
+        raise argparse.ArgumentTypeError(
+            f"{count} needs about {_gib(count * bytes_per_element)}; {what} is {_gib(size)}, "
+            f"enough for at most {largest}"
+        )
+    return count
+
+
+def _memory_bounded(bytes_per_element: int) -> Callable[[str], int]:
+    # An argparse type: a positive integer whose run fits in memory, checked
+    # while parsing (a MemoryError would come after minutes, or the kernel
+    # would kill the process first).
+    def parse(text: str) -> int:
+        return within_memory(_positive(text), bytes_per_element, available_memory())
+
+    return parse
 
 
 def _backend_list(text: str) -> list[str]:
@@ -349,7 +438,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     verify = sub.add_parser("verify", help="accuracy of every backend against mpmath and scipy")
-    verify.add_argument("-n", type=_positive, default=None, help="random inputs per dtype")
+    verify.add_argument(
+        "-n",
+        type=_memory_bounded(VERIFY_BYTES_PER_INPUT),
+        default=None,
+        help=f"random inputs per dtype (up to what memory holds, {VERIFY_BYTES_PER_INPUT} "
+        "bytes each)",
+    )
     verify.add_argument("--backends", type=_backend_list, default=None, help="comma-separated")
     verify.add_argument(
         "--exhaustive", action="store_true", help="also check all 2^32 float32 inputs"
@@ -362,7 +457,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="throughput against np.cbrt, scipy and a memory copy")
     bench.add_argument(
-        "--sizes", type=_positive, nargs="+", default=[100_000, 10_000_000], help="array sizes"
+        "--sizes",
+        type=_memory_bounded(BENCH_BYTES_PER_ELEMENT),
+        nargs="+",
+        default=[100_000, 10_000_000],
+        help=f"array sizes (up to what memory holds, {BENCH_BYTES_PER_ELEMENT} bytes an element)",
     )
     bench.add_argument("--repeat", type=_positive, default=20, help="calls per measurement")
     bench.add_argument("--backends", type=_backend_list, default=["cpu"], help="comma-separated")
@@ -418,8 +517,64 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit status of a command whose standard output was closed under it
+#: (``cbrtgrad verify | head -1``): 128 + SIGPIPE, what the shell reports for
+#: a program that SIGPIPE ended, as ``cat`` or ``yes`` in the same place.
+BROKEN_PIPE_STATUS = 128 + 13
+
+
+def _reader_gone(stream: TextIO | None) -> bool:
+    """Whether ``stream`` writes to a pipe (or socket) whose reading end was closed."""
+    if stream is None:
+        return False
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return False  # not a file descriptor (a test's capture)
+    if not hasattr(select, "poll"):
+        return True  # Windows: no poll for pipes; the documented recipe's assumption
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    # Linux flags a widowed pipe's writing end with POLLERR, BSDs with POLLHUP.
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    A closed standard output (the reader of a pipe gone) ends the command
+    quietly with :data:`BROKEN_PIPE_STATUS`, as Python's documentation of
+    ``SIGPIPE`` recommends: the rest of the output goes to ``os.devnull``.
+    Not 0: the output was cut short, and a failed ``verify`` (status 1)
+    must not read as a success under ``set -o pipefail``. A broken pipe of
+    the command's own (a socket of ``bench --dask``) is an error as before.
+    """
+    try:
+        try:
+            return _main(argv)
+        finally:
+            # Flushed here, inside the try: a closed pipe would otherwise
+            # show at the interpreter's exit, as a traceback it cannot catch.
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    except BrokenPipeError:
+        if not (_reader_gone(sys.stdout) or _reader_gone(sys.stderr)):
+            raise
+        # Python flushes the standard streams again at exit: both sent to
+        # devnull, so that nothing is written to (or reported about) the
+        # closed pipe. stderr too: ``2>&1 | head`` closes it as well.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                try:
+                    os.dup2(devnull, stream.fileno())
+                except (OSError, ValueError):
+                    pass  # not a file descriptor (a test's capture): nothing to redirect
+        os.close(devnull)
+        return BROKEN_PIPE_STATUS
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # The environment is checked before any work, as the arguments are.

@@ -1,5 +1,6 @@
 """The command line: verify, bench and info, and its errors."""
 
+import argparse
 import json
 import os
 import pathlib
@@ -205,3 +206,73 @@ def test_unknown_environment_backend_names_the_variable():
     assert "ValueError: cbrtgrad: environment variable CBRTGRAD_BACKEND" in done.stderr
     done = _run_cli("info", CBRTGRAD_BACKEND="cpu", CBRTGRAD_PARALLEL_MIN="many")
     assert done.returncode == 2 and "CBRTGRAD_PARALLEL_MIN" in done.stderr
+
+
+# -- issue 38: counts bounded by memory; a closed pipe ends the command quietly --------
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["verify", "-n", "1e15"], "-n"),
+        (["verify", "-n", str(2**53)], "-n"),  # the largest the number parser takes
+        (["bench", "--sizes", "1000", "1e14"], "--sizes"),
+    ],
+)
+def test_counts_beyond_memory_are_argparse_errors(argv, flag, capsys):
+    if cli.available_memory() is None:
+        assert not sys.platform.startswith("linux")  # /proc/meminfo is always there
+        pytest.skip("this platform does not say how much memory it has")
+    with pytest.raises(SystemExit) as excinfo:
+        cli.main(argv)  # before the bound, a MemoryError traceback after the first tables
+    assert excinfo.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert f"argument {flag}: " in captured.err and "enough for at most" in captured.err
+
+
+def test_the_memory_bound_is_bytes_per_element_times_the_count():
+    memory = (10 * cli.VERIFY_BYTES_PER_INPUT * 1000 + 5, "available memory")
+    assert cli.within_memory(10_000, cli.VERIFY_BYTES_PER_INPUT, memory) == 10_000
+    with pytest.raises(argparse.ArgumentTypeError, match=r"available memory .* at most 10000$"):
+        cli.within_memory(10_001, cli.VERIFY_BYTES_PER_INPUT, memory)
+    assert cli.within_memory(2**53, 64, None) == 2**53  # nothing known: not bounded
+
+
+def test_available_memory_is_at_most_the_physical_memory():
+    memory = cli.available_memory()
+    if memory is None or not hasattr(os, "sysconf"):
+        pytest.skip("this platform does not say how much memory it has")
+    assert 0 < memory[0] <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_widowed_pipe_is_told_from_an_open_one():
+    # Only a standard stream whose reader is gone is a closed pipe to quit
+    # on; any other BrokenPipeError stays an error.
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as stream:
+        assert not cli._reader_gone(stream)
+        os.close(read_end)
+        assert cli._reader_gone(stream)
+    assert not cli._reader_gone(None)
+
+
+def test_a_closed_stdout_ends_the_command_quietly():
+    # The reader closed before the command writes (as `cbrtgrad verify | head
+    # -1` once head has quit): no traceback, no "Exception ignored" at exit,
+    # the status a shell gives a program that SIGPIPE ended. `info` is the
+    # command that compiles nothing; every command prints through the same
+    # main. (argparse's own --help and --version ignore a failed write.)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cbrtgrad", "info"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=str(ROOT),
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert done.stderr == ""
+    assert done.returncode == cli.BROKEN_PIPE_STATUS == 141

@@ -250,3 +250,86 @@ def test_a_dask_out_for_numpy_inputs_is_a_type_error():
         cbrtgrad.cbrt_grad(np.ones(3), np.ones(3), out=da.zeros(3))
     lazy = cbrtgrad.cbrt(da.full(3, 8.0, chunks=2), out=da.zeros(3, chunks=2))
     np.testing.assert_array_equal(lazy.compute(), [2.0, 2.0, 2.0])
+
+
+# -- chunk sizes dask does not know (nan in chunks) -------------------------------
+
+
+def _unknown(a: np.ndarray, chunks: int | tuple[int, ...] = 7) -> da.Array:
+    # Boolean indexing is the usual way to them: every chunk's length is nan.
+    lazy_a = lazy(a, chunks=chunks)
+    keep = lazy_a[(slice(None),) + (0,) * (a.ndim - 1)] > -np.inf  # everything, lazily
+    unknown = lazy_a[keep]
+    assert all(np.isnan(n) for n in unknown.chunks[0])
+    return unknown
+
+
+def _known(a: da.Array) -> da.Array:
+    return a.copy().compute_chunk_sizes()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_unknown_chunk_sizes_give_the_known_chunks_bits(dtype):
+    # Every function, with every kind of second operand dask can line up with
+    # an axis of unknown length: one of the same unknown chunks (another
+    # graph), a Python scalar, a length-1 numpy array, and in 2-D a row
+    # (numpy, and dask with other chunks). Known chunks are the reference.
+    rng = np.random.default_rng(9)
+    x_host = (rng.uniform(0.5, 2e3, 50) * rng.choice([-1, 1], 50)).astype(dtype)
+    g_host = rng.uniform(-3, 3, 50).astype(dtype)
+    x, g = _unknown(x_host), _unknown(g_host)
+    xk, gk = _known(x), _known(g)
+
+    def same(lazy_result, reference):
+        assert np.isnan(lazy_result.shape[0])
+        return same_bits(lazy_result.compute(), reference.compute())
+
+    assert same(cbrtgrad.cbrt(x), cbrtgrad.cbrt(xk))
+    assert same_bits(cbrtgrad.cbrt(x).compute(), cbrtgrad.cbrt(x_host))
+    y, yk = cbrtgrad.cbrt(x), cbrtgrad.cbrt(xk)
+    for second in (g, 1.5, np.array([2.0], dtype)):
+        second_k = gk if second is g else second
+        assert same(cbrtgrad.cbrt_grad(second, y), cbrtgrad.cbrt_grad(second_k, yk))
+        pair, pair_k = cbrtgrad.cbrt_and_grad(x, second), cbrtgrad.cbrt_and_grad(xk, second_k)
+        assert same(pair[0], pair_k[0]) and same(pair[1], pair_k[1])
+    pair, pair_k = cbrtgrad.cbrt_and_grad(2.0, g), cbrtgrad.cbrt_and_grad(2.0, gk)
+    assert same(pair[0], pair_k[0]) and same(pair[1], pair_k[1])
+    rows = _unknown(x_host.reshape(25, 2), chunks=(4, 1))
+    rows_k = _known(rows)
+    for row in (np.array([1.0, -2.0], dtype), lazy(np.array([1.0, -2.0], dtype), chunks=2)):
+        got = cbrtgrad.cbrt_grad(row, cbrtgrad.cbrt(rows))
+        assert same(got, cbrtgrad.cbrt_grad(row, cbrtgrad.cbrt(rows_k)))
+
+
+def test_unknown_chunk_sizes_where_out_and_shapes():
+    x_host = np.linspace(-27.0, 27.0, 40)
+    x = _unknown(x_host)
+    mask = x > 0
+    selected = mask.compute()
+    got = cbrtgrad.cbrt(x, where=mask).compute()
+    assert same_bits(got[selected], cbrtgrad.cbrt(x_host)[selected])
+    # out= is rebound to the result's graph once its shape is checked, which
+    # nan does not allow (dask's own ufuncs refuse it too): a clear error.
+    with pytest.raises(ValueError, match=r"out= cannot be checked .*compute_chunk_sizes"):
+        cbrtgrad.cbrt(x, out=_unknown(x_host))
+    with pytest.raises(ValueError, match=r"out= cannot be checked"):
+        cbrtgrad.cbrt_grad(x, x, out=lazy(x_host))
+    # An axis of unknown length lines up with nothing but its own chunks and length 1.
+    with pytest.raises(ValueError, match=r"could not be broadcast .*\(40,\), \(nan,\)"):
+        cbrtgrad.cbrt_grad(np.ones(40), x)
+    with pytest.raises(ValueError, match=r"could not be broadcast"):
+        cbrtgrad.cbrt_and_grad(x, lazy(x_host))
+
+
+def test_unknown_chunks_that_do_not_line_up_are_an_error_not_a_broadcast():
+    # Two arrays with as many unknown chunks but other lengths: a block of
+    # length 1 would be broadcast by numpy against a longer one without a word.
+    d = lazy(np.arange(1.0, 10.0), chunks=3)
+    short_first = d[d >= 3]  # blocks of 1, 3, 3 elements
+    full = d[d > 0]  # blocks of 3, 3, 3
+    for result in (
+        cbrtgrad.cbrt_grad(short_first, full),
+        cbrtgrad.cbrt_and_grad(full, short_first)[1],
+    ):
+        with pytest.raises(ValueError, match="unknown chunk sizes .* do not line up"):
+            result.compute(scheduler="sync")

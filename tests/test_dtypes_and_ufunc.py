@@ -222,6 +222,84 @@ def test_non_native_byte_order_inputs_and_out(backend, dtype):
     np.testing.assert_array_equal(fused_dx, expected_dx)
 
 
+def _swapped(a):
+    return a.astype(a.dtype.newbyteorder())
+
+
+def _unaligned(a):
+    # The same values one byte past an aligned address, as a view into bytes
+    # (a packed record's field, a buffer read at an offset) gives them.
+    u = np.zeros(a.nbytes + 1, np.uint8)[1:].view(a.dtype).reshape(a.shape)
+    u[...] = a
+    assert not u.flags.aligned
+    return u
+
+
+def _native_bits(a):
+    # An array's values as native-order bytes, to compare bit for bit.
+    a = np.asarray(a)
+    return a.astype(a.dtype.newbyteorder("="), copy=False).view(np.uint8)
+
+
+#: The layouts numba's dispatchers cannot tell apart (one process-wide type
+#: cache keyed without alignment or byte order: prange_loops.check_behaved).
+_NOT_BEHAVED = {
+    "swapped": _swapped,
+    "unaligned": _unaligned,
+    "swapped-unaligned": lambda a: _unaligned(_swapped(a)),
+}
+
+
+@pytest.mark.parametrize("backend", ["cpu", "parallel", "numpy"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [5, 3 * 2048 + 7], ids=["small", "blocks"])
+def test_swapped_and_unaligned_arrays_give_the_native_bits_in_any_order(backend, dtype, n):
+    # Inputs and out= that are byte-swapped, unaligned or both, on every
+    # route (forward, gradient, the broadcast-g gradient from 4096 elements,
+    # fused, a byte-swapped dtype=), at one size and over several parallel
+    # blocks, give the native arrays' bits. Each kind runs before and after
+    # the others: had one reached a numba loop, it would decide how the
+    # others are typed for the rest of the process (an error, or values read
+    # in the wrong byte order).
+    def call(func, *args, **kwargs):
+        return func(*args, backend=backend, **kwargs)
+
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal(n) * 1e3).astype(dtype)
+    g = rng.standard_normal(n).astype(dtype)
+    g_one = np.broadcast_to(g[:1], x.shape)
+    y = call(cg.cbrt, x)
+    dx = call(cg.cbrt_grad, g, y)
+    dx_one = call(cg.cbrt_grad, g_one, y)
+    same = np.array_equal
+    for order in (list(_NOT_BEHAVED), list(_NOT_BEHAVED)[::-1]):
+        for name in order:
+            make = _NOT_BEHAVED[name]
+            got = call(cg.cbrt, make(x))
+            assert got.dtype == np.dtype(dtype) and same(_native_bits(got), _native_bits(y)), name
+            out = make(np.zeros_like(x))
+            assert call(cg.cbrt, x, out=out) is out
+            assert same(_native_bits(out), _native_bits(y)), name
+            got = call(cg.cbrt_grad, make(g), make(y))
+            assert same(_native_bits(got), _native_bits(dx)), name
+            got = call(cg.cbrt_grad, np.broadcast_to(make(g[:1]), x.shape), make(y))
+            assert same(_native_bits(got), _native_bits(dx_one)), name
+            out = make(np.zeros_like(x))
+            call(cg.cbrt_grad, make(g), y, out=out)
+            assert same(_native_bits(out), _native_bits(dx)), name
+            fused = call(cg.cbrt_and_grad, make(x), make(g))
+            assert same(_native_bits(fused[0]), _native_bits(y)), name
+            assert same(_native_bits(fused[1]), _native_bits(dx)), name
+            got = call(cg.cbrt, x, dtype=np.dtype(dtype).newbyteorder())
+            assert got.dtype == np.dtype(dtype) and same(_native_bits(got), _native_bits(y))
+        # cbrt_and_grad's out=(y, dx) has exactly the compute dtype, so native
+        # order (documented), but may be unaligned.
+        pair = (_unaligned(np.zeros_like(x)), _unaligned(np.zeros_like(x)))
+        call(cg.cbrt_and_grad, x, g, out=pair)
+        assert same(_native_bits(pair[0]), _native_bits(y))
+        assert same(_native_bits(pair[1]), _native_bits(dx))
+
+
 def test_ndarray_subclass_with_hook_still_overrides():
     # The hot path skips the hook only for numpy's own ndarray type.
     class Hooked(np.ndarray):

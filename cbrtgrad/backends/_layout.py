@@ -120,7 +120,10 @@ def apply_elementwise(
     """Run a 1-D contiguous ``kernel(*inputs, result)`` with numpy ufunc semantics.
 
     The kernel only ever sees 1-D arrays that are contiguous, writable (numba's
-    compiled signatures are for writable arrays) and of dtype ``dtype``.
+    compiled signatures are for writable arrays), aligned and of dtype
+    ``dtype`` (native byte order: see
+    :func:`cbrtgrad.kernels.prange_loops.check_behaved` for why a numba
+    loop must never see an unaligned or byte-swapped array).
     ``out`` and ``where`` were checked by the api. One fast path, the layout
     of almost every call (:func:`direct_operands`: the kernel reads and
     writes the arrays as they are), and one general path for everything else
@@ -184,8 +187,11 @@ def apply_elementwise(
         full = a if a.shape == shape else np.broadcast_to(a, shape)
         c = np.asarray(full, dtype=dtype, order=order)  # type: ignore[call-overload]
         # NOTE: read-only inputs (np.frombuffer, broadcast views, read-only
-        # memmaps) do not match the kernels' writable signatures: copied.
-        if not c.flags.writeable:
+        # memmaps) do not match the kernels' writable signatures, and
+        # unaligned ones (a view at an odd byte offset) must never reach a
+        # numba loop (prange_loops.check_behaved): copied, which aligns them.
+        # A byte-swapped input was made native by the cast just above.
+        if not c.flags.behaved:
             c = c.copy(order=order)
         flats.append(_flat(c, order))
     if result.size:
@@ -227,7 +233,9 @@ def constant_operand(g: Any, y: Any, out: Any, where: Any) -> Any:
         return None
     if y.dtype.kind != "f" or y.dtype.itemsize not in (4, 8):
         return None
-    if not (y.flags.c_contiguous and y.flags.writeable):
+    # Aligned and in native byte order, as every array a numba loop takes
+    # (prange_loops.check_behaved); a numpy scalar is always native.
+    if not (y.flags.c_contiguous and y.flags.behaved and y.dtype.isnative):
         return None
     return g[(0,) * g.ndim]
 
@@ -238,10 +246,11 @@ def direct_operands(
     """The flat views a 1-D kernel can take as they are, or None.
 
     The common case, checked in a few microseconds instead of the general
-    path of :func:`apply_elementwise`: inputs that are writable C-contiguous
-    ndarrays of ``dtype`` and one shape (at least 1-D), no ``where=``, and an
-    ``out`` that is absent or such an array too, either the same view as an
-    input (in place) or sharing no memory with any. Returns the flat inputs
+    path of :func:`apply_elementwise`: inputs that are writable, aligned,
+    C-contiguous ndarrays of ``dtype`` (native byte order) and one shape (at
+    least 1-D), no ``where=``, and an ``out`` that is absent or such an array
+    too, either the same view as an input (in place) or sharing no memory
+    with any. Returns the flat inputs
     and the (possibly new) result array.
 
     Examples
@@ -259,7 +268,8 @@ def direct_operands(
     for a in inputs:
         if type(a) is not np.ndarray or a.dtype != dtype or a.ndim == 0:
             return None
-        if not (a.flags.c_contiguous and a.flags.writeable):
+        # flags.behaved: aligned and writable (prange_loops.check_behaved).
+        if not (a.flags.c_contiguous and a.flags.behaved):
             return None
         if shape is None:
             shape = a.shape
@@ -270,7 +280,7 @@ def direct_operands(
         return [a.reshape(-1) for a in inputs], np.empty(shape, dtype)
     if type(out) is not np.ndarray or out.dtype != dtype or out.shape != shape:
         return None
-    if not (out.flags.c_contiguous and out.flags.writeable):
+    if not (out.flags.c_contiguous and out.flags.behaved):
         return None
     for a in inputs:
         if np.may_share_memory(a, out) and not same_view(a, out):

@@ -16,6 +16,7 @@ backend up in the worker's own registry (compiling its kernels there once).
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -58,6 +59,53 @@ def _fused_block(x: Any, g: Any, *, backend: str, dtype: np.dtype) -> tuple[Any,
     # output arrays take them out of the pair (``operator.getitem``, no copy).
     result: tuple[Any, Any] = _backend(backend).cube_root_and_grad(_host(x, dtype), _host(g, dtype))
     return result
+
+
+def _unknown_shape(value: Any) -> bool:
+    """Whether ``value`` is a dask array whose chunk sizes dask does not know (``nan``).
+
+    Boolean indexing (``x[x > 0]``) and some dataframe conversions give such arrays.
+    """
+    return is_dask_array(value) and any(math.isnan(n) for n in value.shape)
+
+
+def _length_one_axes(value: Any) -> tuple[int, ...] | None:
+    # The axes, counted from the last, along which ``value`` has length 1 in
+    # the whole array (dask then gives every block that one element); None
+    # for a scalar.
+    if np.ndim(value) == 0:
+        return None
+    return tuple(k for k, n in enumerate(reversed(np.shape(value))) if n == 1)
+
+
+def _same_lengths(function: Any, broadcast: tuple[Any, ...], *blocks: Any, **kwargs: Any) -> Any:
+    """``function(*blocks, **kwargs)`` once the blocks' lengths are seen to match.
+
+    Used where dask did not know the chunk sizes when the graph was built: two
+    operands with unknown lengths (``nan``) along an axis are only known to
+    agree there when their blocks arrive. numpy would broadcast a block of
+    length 1 against a longer one without a word, so every block must have
+    the result's length along every axis where its whole array is not of
+    length 1 (``broadcast``: :func:`_length_one_axes` of each operand).
+    """
+    shapes = [np.shape(b) for b, axes in zip(blocks, broadcast, strict=True) if axes is not None]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        shape = None
+    for block, axes in zip(blocks, broadcast, strict=True):
+        if axes is None:
+            continue
+        own = np.shape(block)
+        if shape is None or any(
+            k not in axes and n != shape[len(shape) - 1 - k] for k, n in enumerate(reversed(own))
+        ):
+            raise ValueError(
+                "cbrtgrad: operands with unknown chunk sizes (nan in chunks) do not line up: "
+                f"blocks of shapes {', '.join(str(s) for s in shapes)} met in one task; "
+                "call compute_chunk_sizes() on them to have it checked when the graph is built"
+            )
+    return function(*blocks, **kwargs)
 
 
 class DaskBlocks:
@@ -143,6 +191,8 @@ class DaskBlocks:
         """
         import dask.array as da
 
+        if any(_unknown_shape(v) for v in values):
+            return DaskBlocks._dask_aligned(values)
         shape = broadcast_shape(*(np.shape(v) for v in values if np.ndim(v) > 0))
         candidates = [values[lead], *values]
         full = [v for v in candidates if is_dask_array(v) and v.shape == shape]
@@ -171,6 +221,46 @@ class DaskBlocks:
             return v if v.shape == shape else da.broadcast_to(v, shape, chunks=chunks)
 
         return [fit(v) for v in values]
+
+    @staticmethod
+    def _dask_aligned(values: tuple[Any, ...]) -> list[Any]:
+        """The operands as dask aligns them itself, for chunk sizes it does not know.
+
+        No chunks can be given explicitly along an axis of unknown length, so
+        the operands are lined up by dask's ``unify_chunks``, as
+        ``np.cbrt(x)`` through ``__array_ufunc__`` lines them up (``map_blocks``
+        itself does not): operands with the same unknown chunks, scalars,
+        arrays of length 1 along the unknown axes, and known axes rechunked
+        to a common chunking. Their shapes are checked first with dask's
+        ``broadcast_shapes``, which knows ``nan``; the blocks' lengths when
+        they arrive (:func:`_same_lengths`).
+        """
+        import dask.array as da
+        from dask.array.core import broadcast_shapes
+
+        shapes = [np.shape(v) for v in values if np.ndim(v) > 0]
+        try:
+            broadcast_shapes(*shapes)
+        except ValueError:
+            raise ValueError(
+                "cbrtgrad: operands could not be broadcast together with shapes "
+                + ", ".join(str(s) for s in shapes)
+                + " (nan: a chunk size dask does not know; compute_chunk_sizes() finds them)"
+            ) from None
+
+        def fit(v: Any) -> Any:
+            if np.ndim(v) == 0 or is_dask_array(v):
+                return v
+            # A broadcast numpy view cut down to its data, as in _broadcast:
+            # its length-1 axes are broadcast by dask.
+            cut = v[tuple(slice(0, 1) if st == 0 else slice(None) for st in v.strides)]
+            return da.from_array(np.ascontiguousarray(cut), chunks=-1)
+
+        fitted = [fit(v) for v in values]
+        # Indices from the last axis, as numpy broadcasts (and map_blocks names them).
+        pairs = [(v, tuple(range(v.ndim))[::-1]) if is_dask_array(v) else (v, None) for v in fitted]
+        _, aligned = da.unify_chunks(*(item for pair in pairs for item in pair))
+        return list(aligned)
 
     def _extras(
         self, where: Any, out: Any, operands: tuple[Any, ...], compute: np.dtype
@@ -202,11 +292,16 @@ class DaskBlocks:
 
         import dask.array as da
 
+        unknown = any(_unknown_shape(v) for v in values)
         values = self._broadcast(*values, lead=lead)
-        ndim = next(v.ndim for v in values if is_dask_array(v))
+        ndim = max(np.ndim(v) for v in values)
         # ``dtype`` is also map_blocks' own keyword: the compute dtype reaches
         # the block function bound in a partial (which pickles by reference).
         block = functools.partial(func, dtype=compute, where=masked, out=out is not None)
+        if unknown:
+            block = functools.partial(
+                _same_lengths, block, tuple(_length_one_axes(v) for v in values)
+            )
         result = da.map_blocks(
             block,
             *values,
@@ -251,17 +346,26 @@ class DaskBlocks:
                 "nothing until computed)"
             )
         compute = _dtypes.compute_dtype_of(x, g, argument="x, g", dtype=dtype)
-        xs, gs = self._broadcast(self._lazy(x, "x"), self._lazy(g, "g"))
-        if not is_dask_array(xs):
+        values = (self._lazy(x, "x"), self._lazy(g, "g"))
+        unknown = any(_unknown_shape(v) for v in values)
+        xs, gs = self._broadcast(*values)
+        block: Any = functools.partial(_fused_block, dtype=compute)
+        if unknown:
+            # A scalar x is passed to every task as it is (no full_like of
+            # an unknown shape); the blocks' lengths are checked there.
+            block = functools.partial(
+                _same_lengths, block, (_length_one_axes(xs), _length_one_axes(gs))
+            )
+        elif not is_dask_array(xs):
             # A scalar x against a dask g: the chunks come from g.
             xs = da.full_like(gs, xs, dtype=compute)
-        meta = _meta((xs, gs), xs.ndim, compute)
+        meta = _meta((xs, gs), max(np.ndim(xs), np.ndim(gs)), compute)
         # NOTE: the blocks of ``pair`` are (y, dx) tuples, not arrays: it is
         # never returned, only taken apart. Slicing a stacked (2, ...) block
         # instead would copy each half (dask copies a slice of at most half
         # its chunk), two more passes over memory.
         pair = da.map_blocks(
-            functools.partial(_fused_block, dtype=compute),
+            block,
             xs,
             gs,
             dtype=compute,

@@ -103,9 +103,11 @@ class ParallelBackend:
     ) -> tuple[Any, Any]:
         x, g, y, dx, flat = fused_outputs(x, g, out, dtype)
         # NOTE: read-only inputs do not match the kernels' writable signatures,
-        # and overlaps beyond the in-place ones need the copies below.
+        # unaligned arrays (inputs or out=) must never reach a numba loop
+        # (prange_loops.check_behaved), and overlaps beyond the in-place ones
+        # need the copies below.
         if flat is not None and not (
-            flat[0].flags.writeable and flat[1].flags.writeable and not fused_overlap(*flat)
+            all(a.flags.behaved for a in flat) and not fused_overlap(*flat)
         ):
             flat = None
         kernel = self._locked(cpu_kernels.parallel_loops().fused)
@@ -129,7 +131,7 @@ class ParallelBackend:
         """Sum over ``axis``, as ``np.add.reduce``; large float32 sums on all threads.
 
         The graph engine's ``sum`` op calls this when the backend has it. A
-        full sum of a C-contiguous float32 array of at least
+        full sum of a C-contiguous, aligned, writable float32 array of at least
         ``SUM_MIN_SIZE`` elements is accumulated in float64 over numba's
         threads (:func:`cbrtgrad.kernels.reduce.sum_float32`), which is more
         accurate than numpy's float32 pairwise sum and rounds once; every
@@ -159,6 +161,9 @@ class ParallelBackend:
             and a.dtype == np.float32
             and a.size >= SUM_MIN_SIZE
             and a.flags.c_contiguous
+            # Aligned and writable, as every array a numba loop takes
+            # (prange_loops.check_behaved); float32 above is native byte order.
+            and a.flags.behaved
             and (axis is None or len(axis) == a.ndim)  # normalised: no repeats
         ):
             with self._lock:

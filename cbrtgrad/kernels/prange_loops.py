@@ -219,6 +219,53 @@ def parallel_loop(name: str, dtype: Any) -> Any:
     )
 
 
+def check_behaved(kernel: str, arrays: tuple[Any, ...]) -> None:
+    """Refuse an array a numba dispatcher could mistype: unaligned, read-only or byte-swapped.
+
+    NOTE: numba's dispatchers cache the numba type of every array that is
+    not "behaved" (aligned, writable, native byte order) under a fingerprint
+    of its ndim, contiguity, writability and dtype number alone, in one
+    table shared by every dispatcher in the process. An unaligned float64
+    array and a byte-swapped ('>f8') one have the same fingerprint, so the
+    first of them any dispatcher sees decides the type of all the others for
+    the rest of the process: a byte-swapped array first (typed ``pyobject``)
+    makes every later unaligned call fail with "No matching definition", an
+    unaligned one first makes a later byte-swapped array be read as if it
+    were native (wrong values, no error). So no such array may reach a numba
+    loop: the backends hand the loops behaved arrays
+    (:mod:`cbrtgrad.backends._layout` copies or casts the others), and this
+    check, before every call, keeps any other caller from poisoning the table.
+
+    Raises
+    ------
+    TypeError
+        Naming the kernel and what is wrong with the array.
+
+    Examples
+    --------
+    >>> check_behaved("forward", (np.ones(2), np.float64(1.0)))
+    >>> check_behaved("forward", (np.ones(2, ">f8"),))
+    Traceback (most recent call last):
+    ...
+    TypeError: cbrtgrad: the parallel forward loop takes aligned, writable arrays ...
+    """
+    for a in arrays:
+        if isinstance(a, np.ndarray) and not (a.flags.behaved and a.dtype.isnative):
+            problems = [
+                name
+                for name, bad in (
+                    ("unaligned", not a.flags.aligned),
+                    ("read-only", not a.flags.writeable),
+                    (f"byte order {a.dtype.str[0]!r}", not a.dtype.isnative),
+                )
+                if bad
+            ]
+            raise TypeError(
+                f"cbrtgrad: the parallel {kernel} loop takes aligned, writable arrays "
+                f"in native byte order, got a {a.dtype} array that is {', '.join(problems)}"
+            )
+
+
 class _ByDtype:
     """One parallel loop: compiled (or loaded) for the dtype of its last array, on first use."""
 
@@ -226,6 +273,7 @@ class _ByDtype:
         self.name = name
 
     def __call__(self, *arrays: Any) -> Any:
+        check_behaved(self.name, arrays)  # before numba types them (see check_behaved)
         # The loop's IEEE flags (fpstatus.py), for the backend to signal.
         return parallel_loop(self.name, arrays[-1].dtype)(*arrays)
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import _compile
 from . import lazy
+from .prange_loops import check_behaved
 
 #: Elements per block: small enough to spread 10^6 elements over the threads,
 #: large enough that the per-block cost (one float64 store) is negligible.
@@ -82,7 +83,8 @@ def sum_float32(x: np.ndarray) -> np.float32:
     Raises
     ------
     TypeError
-        If ``x`` is not a 1-D C-contiguous float32 array.
+        If ``x`` is not a 1-D C-contiguous float32 array, or is unaligned
+        or read-only (:func:`cbrtgrad.kernels.prange_loops.check_behaved`).
 
     Examples
     --------
@@ -97,6 +99,7 @@ def sum_float32(x: np.ndarray) -> np.float32:
             "x must be a 1-D C-contiguous float32 numpy array, got "
             f"{type(x).__name__} {getattr(x, 'dtype', '')} {getattr(x, 'shape', '')}"
         )
+    check_behaved("sum", (x,))
     # NOTE: a float64 total beyond the float32 range is an overflow to inf, as
     # numpy's float32 sum gives; its warning follows np.errstate, as numpy's.
     return np.float32(_kernel()(x))

@@ -224,3 +224,58 @@ def test_float32_gradient_near_the_fast_path_edges_same_bits_as_cpu(n):
             out = gc if target == "g" else yc
             par.cube_root_grad(gc, yc, out=out)
             assert same_bits(out, want)
+
+
+# -- arrays numba must never type: unaligned, read-only, byte-swapped -----------
+def _off_by_one_byte(a):
+    u = np.zeros(a.nbytes + 1, np.uint8)[1:].view(a.dtype)
+    u[...] = a
+    return u
+
+
+def test_the_loops_refuse_arrays_numba_would_mistype():
+    # Not handed to numba at all (its process-wide type cache would then type
+    # the next such array wrongly: prange_loops.check_behaved), whatever the
+    # loop and whichever argument, input or output.
+    from cbrtgrad.kernels import cpu as cpu_kernels
+    from cbrtgrad.kernels.reduce import sum_float32
+
+    loops = cpu_kernels.parallel_loops()
+    good = np.ones(3)
+    read_only = np.ones(3)
+    read_only.flags.writeable = False
+    bad = {
+        "unaligned": _off_by_one_byte(good),
+        "read-only": read_only,
+        "byte order '>'": good.astype(">f8"),
+    }
+    for problem, array in bad.items():
+        with pytest.raises(TypeError, match=f"parallel forward loop .* {problem}"):
+            loops.forward(array, np.empty(3))
+        with pytest.raises(TypeError, match=f"parallel grad loop .* {problem}"):
+            loops.grad(good, good, array)
+        with pytest.raises(TypeError, match=f"parallel fused loop .* {problem}"):
+            loops.fused(good, good, array, np.empty(3))
+        with pytest.raises(TypeError, match=f"parallel grad_constant loop .* {problem}"):
+            loops.grad_constant(1.0, array, np.empty(3))
+    with pytest.raises(TypeError, match="parallel sum loop .* unaligned"):
+        sum_float32(_off_by_one_byte(np.ones(3, np.float32)))
+
+
+def test_sum_of_an_unaligned_or_read_only_float32_array_is_numpy():
+    from cbrtgrad.backends.parallel import SUM_MIN_SIZE, ParallelBackend
+
+    a = np.random.default_rng(23).random(SUM_MIN_SIZE).astype(np.float32)
+    read_only = a.copy()
+    read_only.flags.writeable = False
+    for odd in (_off_by_one_byte(a), read_only):
+        np.testing.assert_array_equal(ParallelBackend().sum(odd), np.add.reduce(a), strict=True)
+
+
+def test_a_byte_swapped_dtype_keyword_at_the_parallel_size():
+    # The reported call: cbrt(np.ones(10**6), dtype='>f8') on the automatic
+    # choice (the parallel backend from 10^6 elements), then an unaligned array.
+    ones = np.ones(10**6)
+    got = cbrtgrad.cbrt(ones, dtype=">f8")
+    assert got.dtype == np.float64 and (got == 1.0).all()
+    assert same_bits(cbrtgrad.cbrt(_off_by_one_byte(ones), backend="parallel"), got)
