@@ -91,6 +91,10 @@ def test_cube_root_into_a_half_out_is_correctly_rounded_for_all_65536_inputs(nam
     if name == "float16":
         assert wrong.size == 20 and x[wrong].astype(np.float64).tolist().count(8.112e-05) == 0
         assert np.float16(8.112e-05) in x[wrong]
+    for i in wrong:  # the same from a scalar into a 0-d out
+        zero_d = np.empty((), dtype)
+        cg.cbrt(x[i], out=zero_d)
+        assert zero_d.view(np.uint16) == out[i : i + 1].view(np.uint16)[0]
 
 
 @pytest.mark.parametrize("name", HALVES)
@@ -211,6 +215,10 @@ def test_exact_midpoints_round_half_even_on_every_route(name):
         cg.cbrt(sample, out=out)
         got = out[0] if isinstance(out, tuple) else out
         assert np.array_equal(got.astype(np.float64), reference.astype(np.float64))
+    for k in range(0, x.size, max(1, x.size // 20)):  # 0-d: a scalar in, a 0-d out
+        zero_d = np.empty((), dtype)
+        cg.cbrt(x[k], out=zero_d)
+        assert float(zero_d) == expected[k], (k, x[k])
     t = cg.Tensor(np.zeros(sample.size, dtype))
     before = t.version
     cg.cbrt(sample, out=t.data)

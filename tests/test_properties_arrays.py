@@ -27,6 +27,7 @@ from cbrtgrad.verification.cases import BARS
 from cbrtgrad.verification.ulp import PRECISION_BITS, cbrt_exact, mpmath_ulp_errors
 
 from ._agreement import NP_CBRT_STEPS, steps_apart
+from .backends._cases import SIMULATED_DIVISION
 
 HOST_BACKENDS = ("cpu", "parallel", "numpy")
 OURS = ("cpu", "parallel")
@@ -312,6 +313,7 @@ def test_engine_gradients_against_closed_forms(backend, data):
 
 @settings(max_examples=10)
 @given(x=arrays(dtypes=(F32, F64)), g_seed=st.integers(0, 2**32 - 1))
+@pytest.mark.filterwarnings(SIMULATED_DIVISION)
 def test_cuda_simulator_same_bits_as_cpu(x, g_seed):
     """The cuda kernels (simulator here) give the cpu backend's bits; small budget."""
     cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")

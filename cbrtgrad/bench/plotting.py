@@ -118,7 +118,8 @@ def plot_curve(points: list[CurvePoint], path: str, *, title: str = "") -> Any:
     >>> figure = plot_curve(points, path)
     >>> [line.get_label() for line in figure.axes[0].get_lines()]
     ['np.cbrt']
-    >>> open(path, "rb").read(4)[1:]
+    >>> with open(path, "rb") as png:
+    ...     png.read(4)[1:]
     b'PNG'
     """
     if not points:
