@@ -4,13 +4,21 @@ A temporary folder shared by the run's processes (subprocesses inherit the
 variable) and removed at the end, so a test run never writes the user's cache
 (docs/cache.md). Set ``CBRTGRAD_CACHE_DIR`` to keep one between runs: the
 kernels then load in well under a second instead of compiling.
+
+Without jax installed, ``cbrtgrad/jax`` (the JAX bridge, an extra) is left out
+of the doctest collection.
 """
 
+import importlib.util
 import os
 import shutil
 import tempfile
 
 import pytest
+
+# cbrtgrad.jax imports jax, an extra (pip install 'cbrtgrad[jax]'): without jax its
+# doctests are not collected (tests/test_jax_bridge.py skips itself).
+collect_ignore = [] if importlib.util.find_spec("jax") else ["cbrtgrad/jax"]
 
 _RUN_CACHE = None
 if not os.environ.get("CBRTGRAD_CACHE_DIR"):

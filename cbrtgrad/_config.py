@@ -1,25 +1,29 @@
 """Environment flags, read in this one module.
 
-=========================  ====================================================
-``CBRTGRAD_BACKEND``       backend name used when no ``backend=`` is given
-                           (default ``auto``: see :mod:`cbrtgrad.backends`)
-``CBRTGRAD_FASTMATH``      ``1`` compiles the CPU kernels with LLVM fast-math
-                           (experiments only: breaks correct rounding)
-``CBRTGRAD_ACCELERATE``    path of the library that provides ``vvcbrtf`` and
-                           ``vvcbrt`` (default: Apple's Accelerate framework)
-``CBRTGRAD_PARALLEL_MIN``  smallest array size that the automatic choice sends
-                           to the parallel backend (default 1_000_000)
-``CBRTGRAD_VECTOR_WIDTH``  SIMD width in bits that the CPU kernels' loops prefer:
-                           ``512`` (default; LLVM keeps it at the widest the CPU
-                           has) or ``256`` (numba's own default, for CPUs that
-                           slow their clock on 512-bit instructions)
-``CBRTGRAD_CACHE``         ``0`` turns the on-disk cache of compiled kernels
-                           off (default ``1``: on; see :mod:`cbrtgrad._cache`)
-``CBRTGRAD_CACHE_DIR``     where that cache lives (default: ``NUMBA_CACHE_DIR``
-                           plus ``/cbrtgrad`` when numba's variable is set,
-                           else the user's cache folder plus ``/cbrtgrad``)
-``NUMBA_CACHE_DIR``        numba's own cache folder, honoured as above
-=========================  ====================================================
+=============================  ====================================================
+``CBRTGRAD_BACKEND``           backend name used when no ``backend=`` is given
+                               (default ``auto``: see :mod:`cbrtgrad.backends`)
+``CBRTGRAD_FASTMATH``          ``1`` compiles the CPU kernels with LLVM fast-math
+                               (experiments only: breaks correct rounding)
+``CBRTGRAD_ACCELERATE``        path of the library that provides ``vvcbrtf`` and
+                               ``vvcbrt`` (default: Apple's Accelerate framework)
+``CBRTGRAD_PARALLEL_MIN``      smallest array size that the automatic choice sends
+                               to the parallel backend (default 1_000_000)
+``CBRTGRAD_JAX_PARALLEL_MIN``  smallest array size that :mod:`cbrtgrad.jax` runs on
+                               numba's threads inside ``jax.jit`` (default: none,
+                               one thread: XLA's own thread pool competes with
+                               numba's, docs/jax.md)
+``CBRTGRAD_VECTOR_WIDTH``      SIMD width in bits that the CPU kernels' loops prefer:
+                               ``512`` (default; LLVM keeps it at the widest the CPU
+                               has) or ``256`` (numba's own default, for CPUs that
+                               slow their clock on 512-bit instructions)
+``CBRTGRAD_CACHE``             ``0`` turns the on-disk cache of compiled kernels
+                               off (default ``1``: on; see :mod:`cbrtgrad._cache`)
+``CBRTGRAD_CACHE_DIR``         where that cache lives (default: ``NUMBA_CACHE_DIR``
+                               plus ``/cbrtgrad`` when numba's variable is set,
+                               else the user's cache folder plus ``/cbrtgrad``)
+``NUMBA_CACHE_DIR``            numba's own cache folder, honoured as above
+=============================  ====================================================
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class Settings:
     cache: bool = True
     cache_dir: str = ""
     numba_cache_dir: str = ""
+    jax_parallel_min_size: int | None = None
 
 
 def _parse_int(name: str, default: int) -> int:
@@ -101,4 +106,9 @@ def settings() -> Settings:
         cache=_parse_switch("CBRTGRAD_CACHE", True),
         cache_dir=os.environ.get("CBRTGRAD_CACHE_DIR", "").strip(),
         numba_cache_dir=os.environ.get("NUMBA_CACHE_DIR", "").strip(),
+        jax_parallel_min_size=(
+            _parse_int("CBRTGRAD_JAX_PARALLEL_MIN", 0)
+            if os.environ.get("CBRTGRAD_JAX_PARALLEL_MIN", "").strip()
+            else None
+        ),
     )
