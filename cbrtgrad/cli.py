@@ -268,6 +268,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print()
         print(engine_bench.format_engine_rows(engine))
         payload["engine"] = engine
+        # The JAX bridge against jnp.cbrt, where jax is installed (an extra).
+        from .bench import jax_rows
+
+        print()
+        if jax_rows.absent() is None:
+            rows_jax = jax_rows.jax_rows(repeat=args.repeat)
+            print(engine_bench.format_engine_rows(rows_jax))
+            payload["jax"] = rows_jax
+        else:
+            print(f"cbrtgrad.jax rows: absent: {jax_rows.absent()}")
     if args.json:
         _write_json(args.json, payload)
     return 0
@@ -468,7 +478,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--engine",
         action="store_true",
-        help="also time the graph engine: cbrt(x).sum().backward() on 10^6 and 1 elements",
+        help="also time the graph engine: cbrt(x).sum().backward() on 10^6 and 1 elements, and "
+        "cbrtgrad.jax against jnp.cbrt (jitted grad and forward) where jax is installed",
     )
     bench.add_argument(
         "--json", metavar="FILE", type=_json_path, help="also write the table as JSON"

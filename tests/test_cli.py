@@ -1,6 +1,7 @@
 """The command line: verify, bench and info, and its errors."""
 
 import argparse
+import importlib.util
 import json
 import os
 import pathlib
@@ -41,6 +42,10 @@ def test_bench_engine_rows(tmp_path, capsys):
     cases = [r["case"] for r in engine]
     assert any("auto" in c for c in cases) and any("1 element" in c for c in cases)
     assert all(r["ratio"] > 0 and r["cbrtgrad_s"] > 0 for r in engine)
+    if importlib.util.find_spec("jax") is not None:  # the JAX bridge's rows (an extra)
+        cases = [r["case"] for r in json.loads(out.read_text())["jax"]]
+        assert any("jax.grad" in c and "1e6" in c for c in cases)
+        assert any("FFI route" in c for c in cases) and any("pure_callback" in c for c in cases)
 
 
 def test_info_lists_backends(capsys):

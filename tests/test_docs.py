@@ -26,7 +26,12 @@ import cbrtgrad.engine
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
-NAMESPACES = (cbrtgrad, cbrtgrad.backends, cbrtgrad.engine)
+NAMESPACES: tuple[object, ...] = (cbrtgrad, cbrtgrad.backends, cbrtgrad.engine)
+# The JAX bridge is an extra ('cbrtgrad[jax]'): its names and its page are checked where jax is.
+HAS_JAX = importlib.util.find_spec("jax") is not None
+if HAS_JAX:
+    NAMESPACES += (importlib.import_module("cbrtgrad.jax"),)
+NEEDS_JAX = {"jax.md"}
 
 
 def _public() -> dict[str, object]:
@@ -168,6 +173,8 @@ def test_public_function_has_a_collected_example(qualified):
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_page_examples_run(page):
+    if page.name in NEEDS_JAX and not HAS_JAX:
+        pytest.skip("jax is not installed (pip install 'cbrtgrad[jax]')")
     result = doctest.testfile(
         str(page),
         module_relative=False,
@@ -177,7 +184,7 @@ def test_page_examples_run(page):
         report=True,
     )
     assert result.failed == 0
-    if page.stem in ("quickstart", "mathematics", "engine", "README"):
+    if page.stem in ("quickstart", "mathematics", "engine", "jax", "README"):
         assert result.attempted >= 2, f"{page.name} lost its runnable examples"
 
 
