@@ -6,11 +6,17 @@ variable) and removed at the end, so a test run never writes the user's cache
 kernels then load in well under a second instead of compiling.
 """
 
+import importlib.util
 import os
 import shutil
 import tempfile
 
 import pytest
+
+#: The modules whose doctests need PyTorch (the ``torch`` extra): not collected without it.
+collect_ignore = []
+if importlib.util.find_spec("torch") is None:
+    collect_ignore += ["cbrtgrad/torch", "cbrtgrad/bench/pytorch.py"]
 
 _RUN_CACHE = None
 if not os.environ.get("CBRTGRAD_CACHE_DIR"):
