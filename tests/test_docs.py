@@ -27,6 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
 NAMESPACES = (cbrtgrad, cbrtgrad.backends, cbrtgrad.engine)
+#: The PyTorch bridge is checked where PyTorch is installed (the torch extra).
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+if HAS_TORCH:
+    import cbrtgrad.torch
+
+    NAMESPACES += (cbrtgrad.torch,)
 
 
 def _public() -> dict[str, object]:
@@ -85,7 +91,8 @@ def test_built_site_has_every_page_and_api_entry(built_site):
         name = qualified.rsplit(".", 1)[1]
         target = f"cbrtgrad.{name}" if getattr(cbrtgrad, name, None) is obj else qualified
         assert f'id="{target}"' in api, f"{qualified} has no entry in the API reference"
-    for page in ("quickstart", "mathematics", "accuracy", "performance", "backends", "engine"):
+    pages = ("quickstart", "mathematics", "accuracy", "performance", "backends", "engine")
+    for page in (*pages, "pytorch"):
         assert (html / f"{page}.html").is_file()
     assert (html / "_images" / "bench_curve.png").is_file()
     assert "MathJax" in (html / "mathematics.html").read_text(encoding="utf-8")
@@ -168,6 +175,8 @@ def test_public_function_has_a_collected_example(qualified):
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_page_examples_run(page):
+    if page.stem == "pytorch" and not HAS_TORCH:
+        pytest.skip("the PyTorch page's examples need PyTorch (the torch extra)")
     result = doctest.testfile(
         str(page),
         module_relative=False,
@@ -177,7 +186,7 @@ def test_page_examples_run(page):
         report=True,
     )
     assert result.failed == 0
-    if page.stem in ("quickstart", "mathematics", "engine", "README"):
+    if page.stem in ("quickstart", "mathematics", "engine", "pytorch", "README"):
         assert result.attempted >= 2, f"{page.name} lost its runnable examples"
 
 
