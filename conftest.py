@@ -16,9 +16,12 @@ import tempfile
 
 import pytest
 
-# cbrtgrad.jax imports jax, an extra (pip install 'cbrtgrad[jax]'): without jax its
-# doctests are not collected (tests/test_jax_bridge.py skips itself).
+# The bridges import their framework, an extra (pip install 'cbrtgrad[jax]',
+# 'cbrtgrad[torch]'): without it their doctests are not collected (their test
+# files skip themselves).
 collect_ignore = [] if importlib.util.find_spec("jax") else ["cbrtgrad/jax"]
+if importlib.util.find_spec("torch") is None:
+    collect_ignore += ["cbrtgrad/torch", "cbrtgrad/bench/pytorch.py"]
 
 _RUN_CACHE = None
 if not os.environ.get("CBRTGRAD_CACHE_DIR"):

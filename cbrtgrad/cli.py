@@ -8,6 +8,7 @@ by this module (``import numba`` imports scipy).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -242,6 +243,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_peers(args)
     if args.startup:
         return cmd_bench_startup(args)
+    if args.torch and importlib.util.find_spec("torch") is None:
+        # Checked before the table, which takes a while.
+        print(
+            "cbrtgrad bench: --torch needs PyTorch: python -m pip install 'cbrtgrad[torch]'",
+            file=sys.stderr,
+        )
+        return 2
     host = tuple(name for name in args.backends if name != "cuda")
     rows = anchors.run(sizes=tuple(args.sizes), repeat=args.repeat, backends=host)
     if "cuda" in args.backends:
@@ -278,6 +286,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
             payload["jax"] = rows_jax
         else:
             print(f"cbrtgrad.jax rows: absent: {jax_rows.absent()}")
+    if args.torch:
+        from .bench import engine as engine_bench
+        from .bench import pytorch as torch_bench
+
+        bridge = torch_bench.torch_rows(repeat=args.repeat)
+        print()
+        print(engine_bench.format_engine_rows(bridge))
+        payload["torch"] = bridge
     if args.json:
         _write_json(args.json, payload)
     return 0
@@ -480,6 +496,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also time the graph engine: cbrt(x).sum().backward() on 10^6 and 1 elements, and "
         "cbrtgrad.jax against jnp.cbrt (jitted grad and forward) where jax is installed",
+    )
+    bench.add_argument(
+        "--torch",
+        action="store_true",
+        help="also time the PyTorch bridge (the torch extra) against PyTorch, as ratios: "
+        "cbrt(x).sum().backward() on 10^6 float32 against torch.sign(x)*x.abs().pow(1/3), "
+        "one element against torch.exp, torch.compile against eager",
     )
     bench.add_argument(
         "--json", metavar="FILE", type=_json_path, help="also write the table as JSON"

@@ -48,6 +48,39 @@ def test_bench_engine_rows(tmp_path, capsys):
         assert any("FFI route" in c for c in cases) and any("pure_callback" in c for c in cases)
 
 
+def _torch_installed(monkeypatch, installed):
+    # What `bench --torch` asks before measuring, answered for torch alone.
+    real = cli.importlib.util.find_spec
+
+    def find_spec(name, *args):
+        if name == "torch":
+            return object() if installed else None
+        return real(name, *args)
+
+    monkeypatch.setattr(cli.importlib.util, "find_spec", find_spec)
+
+
+def test_bench_torch_rows(tmp_path, capsys, monkeypatch):
+    # The wiring: the rows of cbrtgrad.bench.pytorch (measured by its doctest and
+    # asv), printed and in the JSON; a stand-in keeps inductor's compile out of here.
+    from cbrtgrad.bench import pytorch
+
+    row = {"case": "c", "cbrtgrad_s": 2e-3, "anchor": "a", "anchor_s": 1e-2, "ratio": 0.2}
+    monkeypatch.setattr(pytorch, "torch_rows", lambda repeat: [dict(row, case=f"r{repeat}")])
+    _torch_installed(monkeypatch, True)
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--sizes", "1000", "--repeat", "1", "--torch", "--json", str(out)]
+    assert cli.main(argv) == 0
+    assert "r1" in capsys.readouterr().out
+    assert json.loads(out.read_text())["torch"] == [dict(row, case="r1")]
+
+
+def test_bench_torch_without_torch_is_an_error_naming_the_extra(capsys, monkeypatch):
+    _torch_installed(monkeypatch, False)
+    assert cli.main(["bench", "--torch"]) == 2
+    assert "cbrtgrad[torch]" in capsys.readouterr().err
+
+
 def test_info_lists_backends(capsys):
     assert cli.main(["info"]) == 0
     text = capsys.readouterr().out

@@ -32,6 +32,12 @@ HAS_JAX = importlib.util.find_spec("jax") is not None
 if HAS_JAX:
     NAMESPACES += (importlib.import_module("cbrtgrad.jax"),)
 NEEDS_JAX = {"jax.md"}
+#: The PyTorch bridge is checked where PyTorch is installed (the torch extra).
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+if HAS_TORCH:
+    import cbrtgrad.torch
+
+    NAMESPACES += (cbrtgrad.torch,)
 
 
 def _public() -> dict[str, object]:
@@ -90,7 +96,8 @@ def test_built_site_has_every_page_and_api_entry(built_site):
         name = qualified.rsplit(".", 1)[1]
         target = f"cbrtgrad.{name}" if getattr(cbrtgrad, name, None) is obj else qualified
         assert f'id="{target}"' in api, f"{qualified} has no entry in the API reference"
-    for page in ("quickstart", "mathematics", "accuracy", "performance", "backends", "engine"):
+    pages = ("quickstart", "mathematics", "accuracy", "performance", "backends", "engine")
+    for page in (*pages, "pytorch"):
         assert (html / f"{page}.html").is_file()
     assert (html / "_images" / "bench_curve.png").is_file()
     assert "MathJax" in (html / "mathematics.html").read_text(encoding="utf-8")
@@ -175,6 +182,8 @@ def test_public_function_has_a_collected_example(qualified):
 def test_page_examples_run(page):
     if page.name in NEEDS_JAX and not HAS_JAX:
         pytest.skip("jax is not installed (pip install 'cbrtgrad[jax]')")
+    if page.stem == "pytorch" and not HAS_TORCH:
+        pytest.skip("the PyTorch page's examples need PyTorch (the torch extra)")
     result = doctest.testfile(
         str(page),
         module_relative=False,
@@ -184,7 +193,7 @@ def test_page_examples_run(page):
         report=True,
     )
     assert result.failed == 0
-    if page.stem in ("quickstart", "mathematics", "engine", "jax", "README"):
+    if page.stem in ("quickstart", "mathematics", "engine", "jax", "pytorch", "README"):
         assert result.attempted >= 2, f"{page.name} lost its runnable examples"
 
 

@@ -27,7 +27,7 @@ MEASURING = [
     "cbrtgrad.verification.report",
     "cbrtgrad.verification.exhaustive",
 ]
-HEAVY = ["scipy", "tqdm", "matplotlib", "mpmath", "jax", "dask"]
+HEAVY = ["scipy", "tqdm", "matplotlib", "mpmath", "jax", "dask", "torch"]
 
 #: The modules outside the core: the measuring package, the command line that
 #: runs it (its subcommands import it when they run) and the two shims.
