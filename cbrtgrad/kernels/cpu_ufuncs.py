@@ -22,8 +22,15 @@ import numpy as np
 
 from .. import _compile
 from . import lazy
-from .blocks import forward_block_f32, forward_block_f64, grad_block
-from .ufunc_loops import LOOP_SIGNATURE, binary_block_loop, ufunc_from_loops, unary_block_loop
+from .blocks import forward_block_f32, forward_block_f64, grad_block, grad_block_flags
+from .fpstatus import FENV_MASK, raised_flags
+from .ufunc_loops import (
+    LOOP_SIGNATURE,
+    binary_block_loop,
+    binary_state_loop,
+    ufunc_from_loops,
+    unary_block_loop,
+)
 
 
 @dataclass(frozen=True)
@@ -126,7 +133,11 @@ def grad_loop_f32(args, dims, steps, data):  # type: ignore[no-untyped-def]
 
 
 def grad_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
-    binary_block_loop(grad_block, args, dims, steps, np.float64(0))
+    # The IEEE flags set on entry, read once per call and carried from one
+    # block call to the next (kernels/grad_flags.py). NOTE: numpy calls a
+    # ufunc's inner loop several times between its clear and its check of
+    # the flags (buffered and multi-dimensional operands): they may be set.
+    binary_state_loop(grad_block_flags, args, dims, steps, np.float64(0), raised_flags(FENV_MASK))
 
 
 #: The ufuncs: name -> (number of inputs, docstring, kernel (for the SIMD

@@ -104,6 +104,11 @@ _GRAD_TOLERANCE = 2.0**-98
 _INV_CBRT_MAGIC64 = np.uint64(0x553EF0FF << 32)
 _DIV3_MAGIC = np.uint64(0x55555556)
 
+# The gradient's refined range of |y| as the least and the first excluded
+# bit pattern (kernels/grad_flags.py sets the IEEE flags by it).
+GRAD_REFINED_LOWEST64 = _GRAD_LO64
+GRAD_REFINED_BEYOND64 = _GRAD_HI64
+
 # The float64 fast path's plain inputs, 2^-800 <= |x| < inf, as the least and
 # the first excluded bit pattern of |x|: a block of nothing else takes
 # cube_root_f64_plain (kernels/blocks.py: forward_block_f64).
@@ -350,13 +355,19 @@ def make_formulas_f64(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> d
         # Refined only for 2^-400 <= |y| < 2^400 (every cube root of a finite
         # float64 is there) and 0 < |q| < inf (one unsigned compare: ±0 and
         # ±inf are exact already); elsewhere q + t is the plain expression
-        # (t = 0). The refinement runs on sanitised operands so that it raises
-        # no spurious flag. NOTE: at y = 0 this is IEEE division: ±inf (sign
-        # of g) and nan for g = 0, with numpy's divide/invalid warnings, as
-        # JAX gives. NOTE: LLVM assumes the default FP environment and may
-        # compute an fma before the select that sanitises its operands, so
-        # the vectorised loop still raises "invalid" for y = ±inf and for
-        # g = ±inf (the results, ±0 and ±inf, are right).
+        # (t = 0), with numpy's divisor 3*(y*y). The refinement runs on
+        # sanitised operands. NOTE: at y = 0 this is IEEE division: ±inf
+        # (sign of g) and nan for g = 0, as JAX gives. NOTE: the IEEE flags
+        # of these operations are not the gradient's: 1 / 0 raises divide
+        # by zero whatever g is, the correction and the rounding test
+        # underflow where the quotient does not, g * (1 / 3y^2) underflows
+        # where the one division g / 3y^2 is exact, and LLVM, which assumes
+        # the default FP environment, computes the residual's fma from an
+        # infinite q before the select that sanitises it (invalid). Keeping
+        # them out of the vector loop cost it 5 to 10 % (a select of |g| for
+        # 1 / 0; selects LLVM cannot move, as bit masks, for the residual;
+        # measured on AVX-512): the CPU block loops set the flags to the rule
+        # of docs/accuracy.md, "IEEE flags", instead (kernels/grad_flags.py).
         ay = f64_as_i64(y) & _ABS64
         in_range = (ay >= _GRAD_LO64) & (ay < _GRAD_HI64)
         ys = y if in_range else 1.0

@@ -17,6 +17,10 @@ the calling thread, with numpy's messages and the cpu ufunc's name, so both
 backends signal the same conditions the same way. The inexact flag is never
 looked at (nor is it by numpy).
 
+The float64 gradient's loops also set the flags (:data:`clear_flags`,
+:data:`raise_flags`, C's ``feraiseexcept``) to the ones its rule raises,
+where its vector loop raised others (:mod:`cbrtgrad.kernels.grad_flags`).
+
 NOTE: the flag bits of C's ``<fenv.h>`` differ per architecture; they are
 known here for x86 and ARM (64-bit). Elsewhere, or where no C library with
 ``fetestexcept`` is found, the flags read as 0 and the parallel loops signal
@@ -121,6 +125,10 @@ if _BOUND is not None and _ARCH is not None:
         llvm_binding.load_library_permanently(_LIBRARY)
     raised_flags = _fenv_call("fetestexcept")
     clear_flags = _fenv_call("feclearexcept")
+    # NOTE: glibc raises the overflow and underflow flags in the x87 status
+    # word (there is no SSE operation that raises either alone); fetestexcept,
+    # which numpy and these loops read, reports both units' flags.
+    raise_flags = _fenv_call("feraiseexcept")
 else:  # pragma: no cover (no fenv here: the flags read as none)
     _FE_INVALID, _FE_DIVBYZERO, _FE_OVERFLOW, _FE_UNDERFLOW = 0, 0, 0, 0
     FENV_MASK = 0
@@ -132,6 +140,15 @@ else:  # pragma: no cover (no fenv here: the flags read as none)
     @numba.njit(cache=False)
     def clear_flags(mask):  # type: ignore[no-untyped-def]
         return 0
+
+    @numba.njit(cache=False)
+    def raise_flags(mask):  # type: ignore[no-untyped-def]
+        return 0
+
+
+#: The ``<fenv.h>`` bit of each flag on this machine (0 where the flags cannot be read).
+FENV_INVALID, FENV_DIVBYZERO = _FE_INVALID, _FE_DIVBYZERO
+FENV_OVERFLOW, FENV_UNDERFLOW = _FE_OVERFLOW, _FE_UNDERFLOW
 
 
 @numba.njit

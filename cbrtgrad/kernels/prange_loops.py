@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _compile
 from . import lazy
-from .blocks import forward_block, grad_block
+from .blocks import forward_block, grad_block_flags
 from .cpu_ufuncs import LOOP_INTERLEAVE
 from .fpstatus import FENV_MASK, block_status, clear_flags, raised_flags
 
@@ -91,8 +91,10 @@ def _grad_loop(g, y, dx):  # type: ignore[no-untyped-def]
         _start_block()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
-        grad_block(g[start:stop], y[start:stop], dx[start:stop])
-        status[block] = block_status(raised_flags(FENV_MASK))
+        # The flags are clear here (_start_block): grad_block_flags reads
+        # them after its work, and sets the float64 gradient's to its rule.
+        raised = grad_block_flags(g[start:stop], y[start:stop], dx[start:stop], 0)
+        status[block] = block_status(raised)
     return _union(status)
 
 
@@ -105,8 +107,9 @@ def _fused_loop(x, g, y, dx):  # type: ignore[no-untyped-def]
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
         forward_block(x[start:stop], y[start:stop])
-        grad_block(g[start:stop], y[start:stop], dx[start:stop])
-        status[block] = block_status(raised_flags(FENV_MASK))
+        before = raised_flags(FENV_MASK)  # a signaling nan x raises invalid
+        raised = grad_block_flags(g[start:stop], y[start:stop], dx[start:stop], before)
+        status[block] = block_status(raised)
     return _union(status)
 
 
@@ -121,8 +124,9 @@ def _grad_constant_loop(g, y, dx):  # type: ignore[no-untyped-def]
         _start_block()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
-        grad_block(np.full(stop - start, g, y.dtype), y[start:stop], dx[start:stop])
-        status[block] = block_status(raised_flags(FENV_MASK))
+        gs = np.full(stop - start, g, y.dtype)
+        raised = grad_block_flags(gs, y[start:stop], dx[start:stop], 0)
+        status[block] = block_status(raised)
     return _union(status)
 
 

@@ -124,25 +124,61 @@ def binary_block_loop(block: Any, args: Any, dims: Any, steps: Any, like: Any) -
 
 @overload(binary_block_loop, inline="always")
 def _overload_binary_block_loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
+    def loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
+        binary_state_loop(block, args, dims, steps, like, None)
+
+    return loop
+
+
+def _run_block(block: Any, a: Any, b: Any, z: Any, state: Any) -> Any:
+    """``block(a, b, z)`` for a ``state`` of None, else ``block(a, b, z, state)``, its new state."""
+    raise NotImplementedError("_run_block is only callable from numba-compiled code")
+
+
+@overload(_run_block, inline="always")
+def _overload_run_block(block, a, b, z, state):  # type: ignore[no-untyped-def]
+    if isinstance(state, types.NoneType):
+
+        def stateless(block, a, b, z, state):  # type: ignore[no-untyped-def]
+            block(a, b, z)
+            return state
+
+        return stateless
+    return lambda block, a, b, z, state: block(a, b, z, state)
+
+
+def binary_state_loop(block: Any, args: Any, dims: Any, steps: Any, like: Any, state: Any) -> Any:
+    """:func:`binary_block_loop` around ``state = block(a, b, z, state)``; returns the last state.
+
+    For a block function that carries a state from one call to the next in
+    one inner-loop call (the float64 gradient's IEEE flags: read once per
+    call, kernels/grad_flags.py); a ``state`` of None calls ``block(a, b, z)``.
+    """
+    raise NotImplementedError("binary_state_loop is only callable from numba-compiled code")
+
+
+@overload(binary_state_loop, inline="always")
+def _overload_binary_state_loop(block, args, dims, steps, like, state):  # type: ignore[no-untyped-def]
     dtype = numpy_support.as_dtype(like)
     load, store = _ACCESS[dtype]
     itemsize = dtype.itemsize
     numpy_type = dtype.type
 
-    def loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
+    def loop(block, args, dims, steps, like, state):  # type: ignore[no-untyped-def]
         n = dims[0]
         if steps[1] == itemsize and steps[2] == itemsize:
             b = carray(args[1], (n,), numpy_type)
             z = carray(args[2], (n,), numpy_type)
             if steps[0] == itemsize:
-                block(carray(args[0], (n,), numpy_type), b, z)
-                return
+                return _run_block(block, carray(args[0], (n,), numpy_type), b, z, state)
             if steps[0] == 0:
                 value = np.full(min(n, BUFFER), load(args[0], 0), numpy_type)
                 for start in range(0, n, BUFFER):
                     stop = min(start + BUFFER, n)
-                    block(value[: stop - start], b[start:stop], z[start:stop])
-                return
+                    state = _run_block(
+                        block, value[: stop - start], b[start:stop], z[start:stop], state
+                    )
+                return state
         a_buffer = np.empty(BUFFER, numpy_type)
         b_buffer = np.empty(BUFFER, numpy_type)
         z_buffer = np.empty(BUFFER, numpy_type)
@@ -151,9 +187,10 @@ def _overload_binary_block_loop(block, args, dims, steps, like):  # type: ignore
             for i in range(count):
                 a_buffer[i] = load(args[0], (start + i) * steps[0])
                 b_buffer[i] = load(args[1], (start + i) * steps[1])
-            block(a_buffer[:count], b_buffer[:count], z_buffer[:count])
+            state = _run_block(block, a_buffer[:count], b_buffer[:count], z_buffer[:count], state)
             for i in range(count):
                 store(args[2], (start + i) * steps[2], z_buffer[i])
+        return state
 
     return loop
 
