@@ -22,11 +22,12 @@ import pytest
 import cbrtgrad
 import cbrtgrad.backends
 import cbrtgrad.engine
+import cbrtgrad.numba
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
-NAMESPACES = (cbrtgrad, cbrtgrad.backends, cbrtgrad.engine)
+NAMESPACES = (cbrtgrad, cbrtgrad.backends, cbrtgrad.engine, cbrtgrad.numba)
 
 
 def _public() -> dict[str, object]:

@@ -18,6 +18,8 @@ this package, and ``import cbrtgrad`` loads none of it: the ``bench`` command
 - :mod:`~cbrtgrad.bench.startup`: ``bench --startup``, import and first call
   in fresh interpreters.
 - :mod:`~cbrtgrad.bench.engine`: ``bench --engine``, the graph engine's overhead.
+- :mod:`~cbrtgrad.bench.numba_loops`: ``bench --numba``, :mod:`cbrtgrad.numba`
+  in a user's own ``@njit`` loops against numba's ``np.cbrt`` and ``pow``.
 - :mod:`~cbrtgrad.bench.gpu`: the cuda backend on a GPU (``bench --backends
   cuda``, ``tools/gpu_check.py``).
 """
