@@ -175,9 +175,24 @@ def loop_shape(
     return LoopShape(width, count)
 
 
-def _mark_functions(ir_module: Any, attribute: str) -> None:
+def _mangled_prefix(py_func: Any) -> str:
+    """The start of the symbol numba gives ``py_func``'s compiled code (Itanium mangling).
+
+    Examples
+    --------
+    >>> from cbrtgrad.kernels import user_loops
+    >>> _mangled_prefix(user_loops._hard_f64.py_func)
+    '_ZN8cbrtgrad7kernels10user_loops9_hard_f64'
+    """
+    from numba.core import itanium_mangler
+
+    parts = f"{py_func.__module__}.{py_func.__qualname__}".split(".")
+    return "_ZN" + "".join(itanium_mangler.mangle_identifier(part) for part in parts)
+
+
+def _mark_functions(ir_module: Any, attribute: str, prefix: str = "") -> None:
     for function in ir_module.functions:
-        if not function.is_declaration:
+        if not function.is_declaration and function.name.startswith(prefix):
             # NOTE: llvmlite's FunctionAttributes only accepts LLVM's keyword
             # attributes; a string attribute is written into the IR verbatim,
             # so it is added to the underlying set directly.
@@ -194,7 +209,9 @@ def _set_interleave(count: int) -> None:
 
 
 @contextlib.contextmanager
-def preferred_vector_width(bits: int | None = None, interleave: int = 0) -> Iterator[None]:
+def preferred_vector_width(
+    bits: int | None = None, interleave: int = 0, out_of_line: Any = None
+) -> Iterator[None]:
     """Compile the numba CPU code built inside this block for ``bits``-wide SIMD.
 
     Every LLVM function that numba adds while the block runs gets the
@@ -210,6 +227,15 @@ def preferred_vector_width(bits: int | None = None, interleave: int = 0) -> Iter
         the host's widest vectors cap it).
     interleave : int, optional
         Vector iterations per loop trip; 0 (the default) leaves it to LLVM.
+    out_of_line : function, optional
+        Also mark this Python function's compiled code ``noinline``: numba
+        code that calls it (a user's, through :mod:`cbrtgrad.numba`) calls it
+        instead of inlining it, which keeps the caller's loop small and its
+        compile short (LLVM would otherwise optimise an inlined kernel once
+        more in every caller). NOTE: that function only, by its mangled name:
+        the functions it calls may be compiled here for the first time, and
+        the library's other kernels link the same compiled code; a formula
+        marked ``noinline`` would be a call per element in every vector loop.
 
     Examples
     --------
@@ -249,6 +275,8 @@ def preferred_vector_width(bits: int | None = None, interleave: int = 0) -> Iter
         def add_ir_module(self: Any, ir_module: Any) -> Any:
             if width:
                 _mark_functions(ir_module, attribute)
+            if out_of_line is not None:
+                _mark_functions(ir_module, "noinline", _mangled_prefix(out_of_line))
             return original(self, ir_module)
 
         library_class.add_ir_module = add_ir_module  # type: ignore[method-assign]
@@ -262,7 +290,9 @@ def preferred_vector_width(bits: int | None = None, interleave: int = 0) -> Iter
                 _set_interleave(0)
 
 
-def compiling_for(shape: LoopShape) -> contextlib.AbstractContextManager[None]:
+def compiling_for(
+    shape: LoopShape, out_of_line: Any = None
+) -> contextlib.AbstractContextManager[None]:
     """:func:`preferred_vector_width` for one :class:`LoopShape`.
 
     Examples
@@ -270,7 +300,7 @@ def compiling_for(shape: LoopShape) -> contextlib.AbstractContextManager[None]:
     >>> with compiling_for(loop_shape(512)):
     ...     pass
     """
-    return preferred_vector_width(shape.width, shape.interleave)
+    return preferred_vector_width(shape.width, shape.interleave, out_of_line)
 
 
 #: How each kernel this process built got here: ``{name: "compiled" or
@@ -350,7 +380,14 @@ def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag
 
 
 def compile_njit(
-    py_func: Any, signature: str, shape: LoopShape, name: str, tag: str, **options: Any
+    py_func: Any,
+    signature: Any,
+    shape: LoopShape,
+    name: str,
+    tag: str,
+    *,
+    out_of_line: bool = False,
+    **options: Any,
 ) -> Any:
     """Compile (or load from the cache) one numba function for one signature, then freeze it.
 
@@ -358,12 +395,14 @@ def compile_njit(
     ----------
     py_func : function
         A module-level function (see :func:`compile_cfunc`).
-    signature : str
+    signature : str or numba signature
         Its one signature.
     shape : LoopShape
         The SIMD shape it is compiled with.
     name, tag : str
         As for :func:`compile_cfunc`.
+    out_of_line : bool
+        Mark its own compiled code ``noinline`` (:func:`preferred_vector_width`).
     **options
         More numba options (``parallel=True``).
 
@@ -384,10 +423,35 @@ def compile_njit(
     import numba
 
     dispatcher = numba.njit(**{**cpu_options(), **options})(py_func)
-    cache = _cache.cache_for(py_func, tag)
+    return compile_dispatcher(dispatcher, signature, shape, name, tag, out_of_line=out_of_line)
+
+
+def compile_dispatcher(
+    dispatcher: Any, signature: Any, shape: LoopShape, name: str, tag: str, *, out_of_line: bool
+) -> Any:
+    """:func:`compile_njit` for a numba function that exists already (its options its own).
+
+    For a function other numba functions name as a global: they call this
+    dispatcher, compiled (or loaded from the cache) here.
+
+    Examples
+    --------
+    >>> import numba
+    >>> from cbrtgrad.kernels import user_loops
+    >>> rare = compile_dispatcher(user_loops._hard_f64, "float64(float64)", LoopShape(0, 0),
+    ...                           "user rare _hard_f64", "float64", out_of_line=True)
+    >>> rare is user_loops._hard_f64, float(rare(-27.0))
+    (True, -3.0)
+    """
+    from numba.core import sigutils
+
+    args, _ = sigutils.normalize_signature(signature)
+    if tuple(args) in dispatcher.overloads:
+        return dispatcher  # compiled (and frozen) before: compile() would refuse
+    cache = _cache.cache_for(dispatcher.py_func, tag)
     if cache is not None:
         dispatcher._cache = cache
-    with compiling_for(shape):
+    with compiling_for(shape, dispatcher.py_func if out_of_line else None):
         dispatcher.compile(signature)
     dispatcher.disable_compile()
     _record(name, sum(dispatcher._cache_hits.values()) > 0)

@@ -294,6 +294,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print()
         print(engine_bench.format_engine_rows(bridge))
         payload["torch"] = bridge
+    if args.numba:
+        from .bench import numba_loops
+
+        loops = numba_loops.numba_rows(repeat=args.repeat)
+        print()
+        print(numba_loops.format_numba_rows(loops))
+        payload["numba"] = loops
     if args.json:
         _write_json(args.json, payload)
     return 0
@@ -503,6 +510,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also time the PyTorch bridge (the torch extra) against PyTorch, as ratios: "
         "cbrt(x).sum().backward() on 10^6 float32 against torch.sign(x)*x.abs().pow(1/3), "
         "one element against torch.exp, torch.compile against eager",
+    )
+    bench.add_argument(
+        "--numba",
+        action="store_true",
+        help="also time cbrtgrad.numba in @njit loops (10^6 elements, one thread) against the "
+        "ufunc, numba's np.cbrt and np.sign(v)*np.abs(v)**(1/3), with each one's ulp error",
     )
     bench.add_argument(
         "--json", metavar="FILE", type=_json_path, help="also write the table as JSON"

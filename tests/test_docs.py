@@ -22,11 +22,12 @@ import pytest
 import cbrtgrad
 import cbrtgrad.backends
 import cbrtgrad.engine
+import cbrtgrad.numba
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
-NAMESPACES: tuple[object, ...] = (cbrtgrad, cbrtgrad.backends, cbrtgrad.engine)
+NAMESPACES: tuple[object, ...] = (cbrtgrad, cbrtgrad.backends, cbrtgrad.engine, cbrtgrad.numba)
 # The JAX bridge is an extra ('cbrtgrad[jax]'): its names and its page are checked where jax is.
 HAS_JAX = importlib.util.find_spec("jax") is not None
 if HAS_JAX:

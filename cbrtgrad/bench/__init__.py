@@ -20,6 +20,8 @@ this package, and ``import cbrtgrad`` loads none of it: the ``bench`` command
 - :mod:`~cbrtgrad.bench.engine`: ``bench --engine``, the graph engine's overhead.
 - :mod:`~cbrtgrad.bench.jax_rows`: ``bench --engine``'s rows for the JAX bridge
   against ``jnp.cbrt`` (where jax is installed).
+- :mod:`~cbrtgrad.bench.numba_loops`: ``bench --numba``, :mod:`cbrtgrad.numba`
+  in a user's own ``@njit`` loops against numba's ``np.cbrt`` and ``pow``.
 - :mod:`~cbrtgrad.bench.gpu`: the cuda backend on a GPU (``bench --backends
   cuda``, ``tools/gpu_check.py``).
 """

@@ -197,6 +197,43 @@ def _reader(dtype: np.dtype, compute: np.dtype) -> Any:
 FORMS = ("branching", "select")
 
 
+def device_functions(compute: Any, form: str = "branching") -> tuple[Any, Any]:
+    """``(forward, gradient)``: the scalar device functions the kernels run in ``compute``.
+
+    What every kernel calls per element, and what :mod:`cbrtgrad.numba`
+    compiles into a user's ``@cuda.jit`` code, so both give the same bits.
+
+    Parameters
+    ----------
+    compute : dtype
+        float32 or float64.
+    form : {"branching", "select"}
+        Which scalar formulas (:data:`FORMS`).
+
+    Returns
+    -------
+    tuple
+        ``forward(x)`` and ``gradient(g, y)``, CUDA device functions (plain
+        Python under the simulator).
+
+    Examples
+    --------
+    >>> [f.__name__ for f in device_functions(np.float32)]
+    ['cube_root_f32_branching', 'cube_root_grad_f32_branching']
+    """
+    f = _formulas()
+    single = np.dtype(compute) == np.float32
+    if form == "branching":
+        forward = f.cube_root_f32_branching if single else f.cube_root_f64_branching
+        grad = f.cube_root_grad_f32_branching if single else f.cube_root_grad_f64
+    elif form == "select":
+        forward = f.cube_root_f32 if single else f.cube_root_f64
+        grad = f.cube_root_grad_f32 if single else f.cube_root_grad_f64
+    else:
+        raise ValueError(f"cbrtgrad: form must be one of {FORMS}, got {form!r}")
+    return forward, grad
+
+
 def python_kernel(
     name: str,
     compute: np.dtype,
@@ -224,16 +261,7 @@ def python_kernel(
         kernel reads ``g[0]`` once per thread).
     """
     per_thread = per_thread or shape_of(name, compute)[0]
-    f = _formulas()
-    single = compute == np.float32
-    if form == "branching":
-        forward = f.cube_root_f32_branching if single else f.cube_root_f64_branching
-        grad = f.cube_root_grad_f32_branching if single else f.cube_root_grad_f64
-    elif form == "select":
-        forward = f.cube_root_f32 if single else f.cube_root_f64
-        grad = f.cube_root_grad_f32 if single else f.cube_root_grad_f64
-    else:
-        raise ValueError(f"cbrtgrad: form must be one of {FORMS}, got {form!r}")
+    forward, grad = device_functions(compute, form)
     loads = tuple(_numba_type(dt) for dt in inputs)
     reads = tuple(_reader(dt, compute) for dt in inputs)
     width = threads_per_block()

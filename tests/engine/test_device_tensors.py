@@ -34,11 +34,14 @@ def both(values, **kwargs):
     return cg.Tensor(values, **kwargs), cg.Tensor(device(values), **kwargs)
 
 
+@pytest.mark.filterwarnings(SIMULATED_DIVISION)
 def test_forward_backward_bits_equal_the_cpu_engine():
     for dtype in (np.float32, np.float64):
         xh, xd = both(X64.astype(dtype), requires_grad=True)
         for x in (xh, xd):
-            (cg.cbrt(x) * 2.0 - x / 3.0).sum().backward()
+            # In float32, 1e-300 and -2.5e-310 are zeros: their gradient is inf.
+            with np.errstate(divide="ignore"):
+                (cg.cbrt(x) * 2.0 - x / 3.0).sum().backward()
         assert is_device_array(xd.grad) and xd.grad.dtype == dtype
         np.testing.assert_array_equal(host(xd.grad), xh.grad)
         yd = cg.cbrt(xd)
