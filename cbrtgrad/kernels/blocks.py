@@ -56,7 +56,7 @@ def _is_f32(t: Any) -> bool:
     return isinstance(t, types.Float) and t.bitwidth == 32
 
 
-@overload(cube_root, inline="always")
+@overload(cube_root)
 def _overload_cube_root(x):  # type: ignore[no-untyped-def]
     if _is_f32(x):
         return lambda x: _cube_root_f32(x)
@@ -65,7 +65,7 @@ def _overload_cube_root(x):  # type: ignore[no-untyped-def]
     return None
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
+@numba.njit(**_compile.BLOCK_OPTIONS)
 def _copy(source, target):  # type: ignore[no-untyped-def]
     # target[:] = source for arrays of one length. NOTE: numba's slice
     # assignment compiles its shape-mismatch error message (unicode
@@ -74,13 +74,13 @@ def _copy(source, target):  # type: ignore[no-untyped-def]
         target[i] = source[i]
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
+@numba.njit(**_compile.BLOCK_OPTIONS)
 def _pass_f32(x, y):  # type: ignore[no-untyped-def]
     for i in range(x.shape[0]):
         y[i] = _cube_root_f32(x[i])
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
+@numba.njit(**_compile.BLOCK_OPTIONS)
 def forward_block_f32(x, y):  # type: ignore[no-untyped-def]
     # NOTE: in place, LLVM's runtime overlap check fails and its scalar loop
     # runs (docs/kernels.md, "Measured choices"): blocks go through a copy.
@@ -113,7 +113,7 @@ def _redo_hard_lanes_f64(x, y):  # type: ignore[no-untyped-def]
 def _first_pass_f64(formula: Any) -> Any:
     """The vectorised first pass of one fast path over a block: whether any lane was hard."""
 
-    @numba.njit(**_compile.SCALAR_OPTIONS)
+    @numba.njit(**_compile.BLOCK_OPTIONS)
     def first_pass(x, y):  # type: ignore[no-untyped-def]
         hard = np.int64(0)
         for i in range(x.shape[0]):
@@ -144,7 +144,7 @@ def _plain_offset_f64(value):  # type: ignore[no-untyped-def]
     return np.uint64((f64_as_i64(value) & MAGNITUDE_MASK64) - PLAIN_F64_LOWEST)
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
+@numba.njit(**_compile.BLOCK_OPTIONS)
 def _is_plain_f64(x):  # type: ignore[no-untyped-def]
     # Whether every |x| of the block lies in [2^-800, inf).
     worst = np.uint64(0)
@@ -153,7 +153,7 @@ def _is_plain_f64(x):  # type: ignore[no-untyped-def]
     return worst < _PLAIN_SPAN_F64
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
+@numba.njit(**_compile.BLOCK_OPTIONS)
 def _plain_pass_checking_next_f64(x, y, following):  # type: ignore[no-untyped-def]
     # _plain_pass_f64 over a block of plain inputs, which also checks the
     # next block (``following``, of the same length) as _is_plain_f64 does:
@@ -172,7 +172,7 @@ def _plain_pass_checking_next_f64(x, y, following):  # type: ignore[no-untyped-d
     return hard != 0, worst < _PLAIN_SPAN_F64
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
+@numba.njit(**_compile.BLOCK_OPTIONS)
 def forward_block_f64(x, y):  # type: ignore[no-untyped-def]
     # Correctly rounded: the fast path over a block, then, only for a block
     # that has a hard lane, the exact path for those lanes. A block of plain
@@ -217,7 +217,7 @@ def forward_block(x: Any, y: Any) -> None:
     raise NotImplementedError("forward_block is only callable from numba-compiled code")
 
 
-@overload(forward_block, inline="always")
+@overload(forward_block)
 def _overload_forward_block(x, y):  # type: ignore[no-untyped-def]
     if _is_f32(x.dtype):
         return lambda x, y: forward_block_f32(x, y)
@@ -229,7 +229,7 @@ def _kept(a: Any, start: Any, stop: Any, kept: Any) -> Any:
     raise NotImplementedError("_kept is only callable from numba-compiled code")
 
 
-@overload(_kept, inline="always")
+@overload(_kept)
 def _overload_kept(a, start, stop, kept):  # type: ignore[no-untyped-def]
     def kept_block(a, start, stop, kept):  # type: ignore[no-untyped-def]
         if kept.shape[0] == 0:
@@ -333,7 +333,7 @@ def _grad_pass_by_dtype(which: int, what: str) -> Any:
     def by_dtype(g: Any, y: Any, dx: Any) -> Any:
         raise NotImplementedError(f"the gradient's {what} is only callable from numba code")
 
-    @overload(by_dtype, inline="always")
+    @overload(by_dtype)
     def _overload(g, y, dx):  # type: ignore[no-untyped-def]
         chosen = _GRAD_PASSES["float32" if _is_f32(y.dtype) else "float64"][which]
         return lambda g, y, dx: chosen(g, y, dx)
@@ -346,7 +346,7 @@ _grad_second_pass = _grad_pass_by_dtype(1, "exact pass over a block's hard lanes
 _grad_nan_pass = _grad_pass_by_dtype(2, "nan pass")
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
+@numba.njit(**_compile.BLOCK_OPTIONS)
 def _grad_range(g, y, dx, start, stop, kept_g, kept_y):  # type: ignore[no-untyped-def]
     # The gradient of elements start to stop, correctly rounded (float32 for
     # normal results, float64 where its rounding test applies), by blocks:
@@ -374,7 +374,7 @@ def _kept_buffers(g: Any, y: Any, dx: Any, size: Any) -> Any:
     raise NotImplementedError("_kept_buffers is only callable from numba-compiled code")
 
 
-@overload(_kept_buffers, inline="always")
+@overload(_kept_buffers)
 def _overload_kept_buffers(g, y, dx, size):  # type: ignore[no-untyped-def]
     def buffers(g, y, dx, size):  # type: ignore[no-untyped-def]
         in_place = g.ctypes.data == dx.ctypes.data or y.ctypes.data == dx.ctypes.data
@@ -384,7 +384,7 @@ def _overload_kept_buffers(g, y, dx, size):  # type: ignore[no-untyped-def]
     return buffers
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
+@numba.njit(**_compile.BLOCK_OPTIONS)
 def _grad_f32(g, y, dx):  # type: ignore[no-untyped-def]
     # The float32 gradient raises the flags of its float64 quotient rounded
     # to float32 (docs/accuracy.md, "IEEE flags"): no audit.
@@ -402,7 +402,7 @@ def _grad_f32(g, y, dx):  # type: ignore[no-untyped-def]
         _grad_nan_pass(gs, ys, dxs)
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
+@numba.njit(**_compile.BLOCK_OPTIONS)
 def _grad_f64(g, y, dx, before):  # type: ignore[no-untyped-def]
     # The float64 gradient by audit blocks (kernels/grad_flags.py): after
     # each, the IEEE flags are read, and only if one was raised that was not
@@ -435,7 +435,7 @@ def _grad_with_flags(g: Any, y: Any, dx: Any, before: Any) -> Any:
     raise NotImplementedError("_grad_with_flags is only callable from numba-compiled code")
 
 
-@overload(_grad_with_flags, inline="always")
+@overload(_grad_with_flags)
 def _overload_grad_with_flags(g, y, dx, before):  # type: ignore[no-untyped-def]
     if _is_f32(y.dtype):
 
@@ -452,7 +452,7 @@ def _grad_any(g: Any, y: Any, dx: Any) -> None:
     raise NotImplementedError("_grad_any is only callable from numba-compiled code")
 
 
-@overload(_grad_any, inline="always")
+@overload(_grad_any)
 def _overload_grad_any(g, y, dx):  # type: ignore[no-untyped-def]
     if _is_f32(y.dtype):
         return lambda g, y, dx: _grad_f32(g, y, dx)
@@ -466,14 +466,14 @@ def _overload_grad_any(g, y, dx):  # type: ignore[no-untyped-def]
     return double
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
+@numba.njit(**_compile.BLOCK_OPTIONS)
 def grad_block(g, y, dx):  # type: ignore[no-untyped-def]
     # The gradient over 1-D contiguous arrays (the ufuncs' loops): correctly
     # rounded where docs/accuracy.md says, its IEEE flags the rule's there.
     _grad_any(g, y, dx)
 
 
-@numba.njit(**_compile.SCALAR_OPTIONS)
+@numba.njit(**_compile.BLOCK_OPTIONS)
 def grad_block_flags(g, y, dx, before):  # type: ignore[no-untyped-def]
     # grad_block for a caller that knows the <fenv.h> flags set before it
     # (``before``: the prange loops clear them first) and reads them after:

@@ -110,9 +110,12 @@ def _fenv_call(symbol: str) -> Any:
                 value = builder.trunc(value, i32)
             elif value.type.width < 32:
                 value = builder.sext(value, i32)
-            return builder.call(function, [value])
+            # int64, as the flags' arithmetic in numba code: one type for
+            # the state the gradient's loops carry, so one signature of each
+            # function they call (an int32 state compiled them twice).
+            return builder.sext(builder.call(function, [value]), ir.IntType(64))
 
-        return types.int32(mask), codegen
+        return types.int64(mask), codegen
 
     return call
 
