@@ -29,6 +29,7 @@ from .engine import (
     no_grad,
     value_and_grad,
 )
+from .warming import warm
 
 __all__ = [
     "AmpPolicy",
@@ -49,4 +50,5 @@ __all__ = [
     "gradgradcheck",
     "no_grad",
     "value_and_grad",
+    "warm",
 ]

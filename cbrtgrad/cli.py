@@ -462,6 +462,35 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kernel_selection(text: str) -> list[str]:
+    from . import warming
+
+    try:
+        return warming.kernel_names(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("only: ")) from None
+
+
+def cmd_warm(args: argparse.Namespace) -> int:
+    from . import _progress, warming
+
+    names = warming.kernel_names(args.only)
+    jobs = min(args.jobs or os.cpu_count() or 1, len(names))
+    print(
+        f"cbrtgrad warm: {len(names)} kernel{'s' if len(names) != 1 else ''} for "
+        f"{_isa.host_isa().describe()}, {jobs} process{'es' if jobs != 1 else ''}",
+        flush=True,
+    )
+    try:
+        with _progress.bar(len(names), enabled=not args.no_progress) as advance:
+            report = warming.warm(args.only, jobs=args.jobs, progress=lambda _: advance(1))
+    except RuntimeError as exc:
+        print(f"cbrtgrad warm: error: {str(exc).removeprefix('cbrtgrad warm: ')}", file=sys.stderr)
+        return 2
+    print(report.describe())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``cbrtgrad`` command."""
     parser = argparse.ArgumentParser(
@@ -561,6 +590,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="versions, CPU features, kernel cache and backends")
     info.set_defaults(func=cmd_info)
+
+    warm = sub.add_parser(
+        "warm",
+        help="compile every kernel for this machine into the kernel cache, ahead of first use",
+        description="Compile every kernel for this CPU and these settings into the kernel cache "
+        "(the folder `cbrtgrad info` shows), in worker processes side by side; kernels already "
+        "cached are only checked. For a Docker image, a CI cache or a cluster's workers "
+        "(docs/cache.md).",
+    )
+    warm.add_argument(
+        "--only",
+        type=_kernel_selection,
+        default=None,
+        metavar="NAMES",
+        help="comma-separated groups, ufunc (the cpu backend), parallel (the parallel backend), "
+        "numba (cbrtgrad.numba) and jax (cbrtgrad.jax's CPU handlers), or kernels by the names "
+        "this command prints; default all",
+    )
+    warm.add_argument(
+        "-j", "--jobs", type=_positive, default=None, help="processes (default: one per CPU)"
+    )
+    warm.add_argument("--no-progress", action="store_true", help="no progress bar")
+    warm.set_defaults(func=cmd_warm)
     return parser
 
 

@@ -16,6 +16,7 @@ import pytest
 from distributed import Client, LocalCluster, wait
 
 import cbrtgrad as cg
+from cbrtgrad import _cache
 from cbrtgrad.backends.dask_cluster import (
     default_numba_threads,
     kernels_plugin,
@@ -23,6 +24,7 @@ from cbrtgrad.backends.dask_cluster import (
     worker_env,
 )
 from cbrtgrad.bench import dask_table
+from cbrtgrad.kernels.cpu import cached_kernels
 
 from .backends._cases import cases, same_bits
 
@@ -129,6 +131,15 @@ def test_kernels_plugin_loads_the_kernels_when_workers_start(client):
         kernels_plugin(["cbrt"])
     with pytest.raises(ValueError, match="dtypes must be"):
         kernels_plugin(dtypes=["float16"])
+
+
+def test_warm_runs_on_a_worker_into_the_shared_cache(client):
+    # A dask worker is a daemonic process: warm's workers are plain
+    # subprocesses, which it may start (multiprocessing's may not).
+    report = client.submit(cg.warm, "ufunc cube_root_grad float32", jobs=1).result()
+    assert [k.name for k in report.kernels] == ["ufunc cube_root_grad float32"]
+    assert report.folder == str(_cache.directory())
+    assert _cache.status({"g": cached_kernels()["ufunc cube_root_grad float32"]}).missing == ()
 
 
 def _spill_metrics(dask_worker):  # type: ignore[no-untyped-def]

@@ -105,7 +105,9 @@ def test_cbrt_against_mpmath_and_np_cbrt(backend, x, dtype):
     assert isinstance(got, np.generic if x.ndim == 0 else np.ndarray)
     got = np.asarray(got)
     assert got.dtype == compute and got.shape == x.shape
-    _check_forward(x.astype(compute), got, backend)
+    with np.errstate(over="ignore"):  # x beyond dtype's range: inf, as in the call
+        x_compute = x.astype(compute)
+    _check_forward(x_compute, got, backend)
 
 
 @st.composite

@@ -1,0 +1,427 @@
+"""Compile every kernel ahead of time into the on-disk cache: ``cbrtgrad warm``.
+
+Each kernel is compiled on its first use and kept in the kernel cache
+(:mod:`cbrtgrad._cache`), so every new machine, container or dask worker pays
+seconds per kernel the first time it needs one. :func:`warm` pays it once, up
+front: it compiles (or finds already cached) every kernel this machine can
+run, in worker processes side by side, so that a Docker image, a CI cache or
+a cluster's shared folder holds them all (docs/cache.md).
+
+The kernels are the same ones the library builds on demand, by the same
+functions (:data:`GROUPS`): a warmed cache is what the library would have
+written itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from . import _cache, _compile
+
+#: The kernels of each group, by the name :func:`cbrtgrad._compile.built_kernels`
+#: gives them (one unit may build several, e.g. the numba API's rare paths).
+#: NOTE: the heaviest first (the float64 gradient's loops, the threaded
+#: ones): the workers take them in this order, so the long ones start early
+#: and the short ones fill in at the end.
+_ORDER = ("float64", "float32")
+
+
+def _ufunc(op: str, dtype: str) -> Callable[[], object]:
+    def build() -> object:
+        from .kernels import cpu
+
+        return cpu.ufunc(op, dtype)
+
+    return build
+
+
+def _parallel(name: str, dtype: str) -> Callable[[], object]:
+    def build() -> object:
+        from .kernels import cpu
+
+        return cpu.parallel_loop(name, dtype)
+
+    return build
+
+
+def _user_block(kernel: str, dtype: str) -> Callable[[], object]:
+    def build() -> object:
+        from .kernels import user_loops
+
+        if dtype == "float64":
+            user_loops.forms(dtype)  # the rare paths the float64 forms call
+        return user_loops.block_function(kernel, dtype)
+
+    return build
+
+
+def _xla_handler(kernel: str, dtype: str, threaded: bool) -> Callable[[], object]:
+    def build() -> object:
+        from .kernels import xla_ffi
+
+        return xla_ffi.handler(kernel, dtype, threaded)
+
+    return build
+
+
+def _units() -> dict[str, dict[str, Callable[[], object]]]:
+    ufuncs = {
+        f"ufunc {op} {dtype}": _ufunc(op, dtype)
+        for dtype in _ORDER
+        for op in ("cube_root_grad", "cube_root")
+    }
+    parallel = {
+        f"parallel {name} {dtype}": _parallel(name, dtype)
+        for dtype in _ORDER
+        for name in ("fused", "grad", "grad_constant", "forward")
+    }
+    numba_api = {
+        f"user block {kernel} {dtype}": _user_block(kernel, dtype)
+        for dtype in _ORDER
+        for kernel in ("grad", "forward")
+    }
+    jax = {
+        f"XLA FFI {kernel} {dtype}{' threads' if threaded else ''}": _xla_handler(
+            kernel, dtype, threaded
+        )
+        for threaded in (True, False)
+        for dtype in _ORDER
+        for kernel in ("grad", "forward")
+    }
+    return {"ufunc": ufuncs, "parallel": parallel, "numba": numba_api, "jax": jax}
+
+
+#: What each group holds, for ``cbrtgrad warm --help`` and the docs.
+GROUPS = {
+    "ufunc": "the single-thread ufuncs (the cpu backend, dask blocks)",
+    "parallel": "the multi-threaded prange loops (the parallel backend)",
+    "numba": "the block functions cbrtgrad.numba gives users' own loops",
+    "jax": "the XLA FFI handlers of cbrtgrad.jax on the CPU",
+}
+
+
+def kernel_names(only: Iterable[str] | str | None = None) -> list[str]:
+    """The kernels :func:`warm` builds, heaviest first.
+
+    Parameters
+    ----------
+    only : iterable of str, or str, optional
+        Groups (keys of :data:`GROUPS`) or kernels by name, or one string of
+        them separated by commas; default every kernel.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    TypeError, ValueError
+        For something else than names, or a name that is neither.
+
+    Examples
+    --------
+    >>> kernel_names("ufunc")[:2]
+    ['ufunc cube_root_grad float64', 'ufunc cube_root float64']
+    >>> kernel_names(["parallel fused float32", "ufunc cube_root float32"])
+    ['parallel fused float32', 'ufunc cube_root float32']
+    """
+    units = _units()
+    if only is None:
+        return [name for group in units.values() for name in group]
+    if isinstance(only, str):
+        only = [part.strip() for part in only.split(",") if part.strip()]
+    try:
+        wanted = list(only)
+    except TypeError:
+        raise TypeError(f"only must be group or kernel names, got {type(only).__name__}") from None
+    everything = [name for group in units.values() for name in group]
+    names: list[str] = []
+    for item in wanted:
+        if not isinstance(item, str):
+            raise TypeError(f"only must be group or kernel names, got an item {item!r}")
+        if item in units:
+            names += units[item]
+        elif item in everything:
+            names.append(item)
+        else:
+            raise ValueError(
+                f"only: {item!r} is neither a group ({', '.join(GROUPS)}) nor a kernel "
+                f"(cbrtgrad.warming.kernel_names() lists them)"
+            )
+    if not names:
+        raise ValueError(f"only must name at least one group ({', '.join(GROUPS)}) or kernel")
+    return list(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class WarmedKernel:
+    """One kernel :func:`warm` built.
+
+    Attributes
+    ----------
+    name : str
+        As ``cbrtgrad info`` and :func:`cbrtgrad._compile.built_kernels` name it.
+    outcome : str
+        ``"compiled"`` (and saved in the cache) or ``"loaded"`` (it was there).
+    seconds : float
+        Wall time of the build in its worker.
+    """
+
+    name: str
+    outcome: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class WarmReport:
+    """What :func:`warm` did.
+
+    Attributes
+    ----------
+    folder : str
+        The cache folder the kernels are in (one per CPU, settings and versions).
+    kernels : tuple of WarmedKernel
+        In the order they finished.
+    seconds : float
+        Wall time of the whole warm.
+    jobs : int
+        Processes used.
+    """
+
+    folder: str
+    kernels: tuple[WarmedKernel, ...]
+    seconds: float
+    jobs: int
+
+    @property
+    def compiled(self) -> list[str]:
+        """The kernels compiled (the others were already cached)."""
+        return [k.name for k in self.kernels if k.outcome == "compiled"]
+
+    def describe(self) -> str:
+        """A line per kernel, then a summary line.
+
+        Examples
+        --------
+        >>> report = WarmReport("/c", (WarmedKernel("ufunc cube_root float64", "compiled", 3.0),),
+        ...                     3.5, 2)
+        >>> print(report.describe())
+          compiled  ufunc cube_root float64   3.0 s
+        1 kernel in /c: 1 compiled, 0 already cached, in 3.5 s with 2 processes
+        """
+        width = max((len(k.name) for k in self.kernels), default=0)
+        lines = [f"  {k.outcome:<9} {k.name:<{width}} {k.seconds:5.1f} s" for k in self.kernels]
+        count = len(self.kernels)
+        compiled = len(self.compiled)
+        lines.append(
+            f"{count} kernel{'s' if count != 1 else ''} in {self.folder}: {compiled} compiled, "
+            f"{count - compiled} already cached, in {self.seconds:.1f} s with "
+            f"{self.jobs} process{'es' if self.jobs != 1 else ''}"
+        )
+        return "\n".join(lines)
+
+
+def _build(name: str) -> WarmedKernel:
+    """Build one kernel in this (worker) process: compiled, or loaded from the cache."""
+    group = next(g for g, units in _units().items() if name in units)
+    before = _compile.built_kernels()
+    start = time.perf_counter()
+    _units()[group][name]()
+    seconds = time.perf_counter() - start
+    after = _compile.built_kernels()
+    new = [outcome for key, outcome in after.items() if key not in before]
+    # A unit builds its kernel and what it calls (the numba API's rare
+    # paths): compiled if any of them was. Already built in this worker
+    # (nothing new): an earlier unit of this worker put it in the cache or
+    # loaded it from there.
+    outcome = "compiled" if "compiled" in new else "loaded"
+    return WarmedKernel(name, outcome, seconds)
+
+
+#: What a worker process runs: a kernel name per line in, a result per line out.
+_WORKER = "from cbrtgrad.warming import _serve; _serve()"
+_RESULT = "cbrtgrad-warm-result "
+
+
+def _serve() -> None:
+    """A worker: builds each kernel named on stdin, answers one line each on stdout."""
+    for line in sys.stdin:
+        name = line.strip()
+        try:
+            answer: dict[str, Any] = asdict(_build(name))
+        except Exception as exc:  # noqa: BLE001 (reported to the parent, which raises)
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        print(_RESULT + json.dumps(answer), flush=True)
+
+
+def _drain(todo: queue.Queue[str]) -> None:
+    while True:
+        try:
+            todo.get_nowait()
+        except queue.Empty:
+            return
+
+
+def _run_worker(todo: queue.Queue[str]) -> Iterator[WarmedKernel]:
+    """Start one worker process and hand it kernels from ``todo`` until none are left."""
+    package_parent = str(Path(__file__).resolve().parents[1])
+    # The worker imports this very cbrtgrad, wherever this process found it.
+    path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    with subprocess.Popen(
+        [sys.executable, "-c", _WORKER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as worker:
+        assert worker.stdin is not None and worker.stdout is not None
+        try:
+            while True:
+                try:
+                    name = todo.get_nowait()
+                except queue.Empty:
+                    return
+                worker.stdin.write(name + "\n")
+                worker.stdin.flush()
+                answer = _read_answer(worker.stdout)
+                if answer is None:
+                    raise RuntimeError(
+                        f"cbrtgrad warm: the worker process building {name!r} exited "
+                        f"(status {worker.wait()})"
+                    )
+                if "error" in answer:
+                    raise RuntimeError(
+                        f"cbrtgrad warm: building {name!r} failed: {answer['error']}"
+                    )
+                yield WarmedKernel(**answer)
+        finally:
+            worker.stdin.close()
+
+
+def _read_answer(stream: Any) -> dict[str, Any] | None:
+    # Lines that are not answers (something the build printed) are skipped.
+    for line in stream:
+        if line.startswith(_RESULT):
+            answer: dict[str, Any] = json.loads(line[len(_RESULT) :])
+            return answer
+    return None
+
+
+def _check_jobs(jobs: Any) -> int:
+    if jobs is None:
+        return max(1, os.cpu_count() or 1)
+    if isinstance(jobs, bool) or not isinstance(jobs, int):
+        raise TypeError(f"jobs must be a positive integer, got {type(jobs).__name__}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs}")
+    return jobs
+
+
+def warm(
+    only: Iterable[str] | str | None = None,
+    *,
+    jobs: int | None = None,
+    progress: Callable[[WarmedKernel], object] | None = None,
+) -> WarmReport:
+    """Compile every kernel for this machine into the on-disk cache, ahead of first use.
+
+    Kernels already in the cache are only checked (loaded), so a second
+    ``warm`` is quick. Each kernel is the one the library would build on its
+    first call, for this CPU and these settings (``CBRTGRAD_VECTOR_WIDTH``,
+    the versions), in the folder ``cbrtgrad info`` shows: warm where the
+    kernels will run, or on a machine of the same CPU model and settings.
+
+    Parameters
+    ----------
+    only : iterable of str, or str, optional
+        Which kernels: groups (keys of :data:`GROUPS`: ``"ufunc"``,
+        ``"parallel"``, ``"numba"``, ``"jax"``) or kernels by name
+        (:func:`kernel_names`); default all.
+    jobs : int, optional
+        Worker processes compiling side by side (default: one per CPU), each
+        a fresh interpreter: this process builds nothing itself.
+    progress : callable, optional
+        Called with each :class:`WarmedKernel` as it finishes.
+
+    Returns
+    -------
+    WarmReport
+
+    Raises
+    ------
+    RuntimeError
+        If the cache is off (``CBRTGRAD_CACHE=0``) or its folder cannot be
+        written: there is nowhere to keep the kernels.
+    TypeError, ValueError
+        For a ``jobs`` that is not a positive integer, or an unknown name in ``only``.
+
+    Examples
+    --------
+    >>> report = warm("ufunc cube_root float32", jobs=1)
+    >>> [k.name for k in report.kernels], report.folder == str(_cache.directory())
+    (['ufunc cube_root float32'], True)
+    >>> [k.outcome for k in warm("ufunc cube_root float32", jobs=1).kernels]  # cached now
+    ['loaded']
+    """
+    names = kernel_names(only)
+    workers = min(_check_jobs(jobs), len(names))
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable, got {type(progress).__name__}")
+    folder = _cache.directory()
+    if folder is None:
+        raise RuntimeError(
+            "cbrtgrad warm: the kernel cache is off (CBRTGRAD_CACHE=0) or its folder "
+            f"{_cache.root()} cannot be written: there is nowhere to keep the kernels"
+        )
+    start = time.perf_counter()
+    done: list[WarmedKernel] = []
+
+    def finished(kernel: WarmedKernel) -> None:
+        done.append(kernel)
+        if progress is not None:
+            progress(kernel)
+
+    # NOTE: in fresh worker processes, one job or many: what a worker
+    # reports is what it found in the cache (a kernel this process already
+    # built may come from another folder, or from no cache at all). Plain
+    # subprocesses, not multiprocessing's: a dask worker is a daemonic
+    # process, which multiprocessing forbids to have children. Each worker
+    # takes the next kernel when it is done with one (heaviest first).
+    todo: queue.Queue[str] = queue.Queue()
+    for name in names:
+        todo.put(name)
+    results: queue.Queue[WarmedKernel | BaseException] = queue.Queue()
+
+    def work() -> None:
+        try:
+            for kernel in _run_worker(todo):
+                results.put(kernel)
+        except BaseException as exc:  # noqa: BLE001 (raised in the caller's thread)
+            results.put(exc)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    try:
+        # The progress callback runs here, in the caller's thread.
+        for _ in names:
+            result = results.get()
+            if isinstance(result, BaseException):
+                raise result
+            finished(result)
+    finally:
+        _drain(todo)  # after a failure, the other workers stop at their next kernel
+        for thread in threads:
+            thread.join()
+    return WarmReport(str(folder), tuple(done), time.perf_counter() - start, workers)
