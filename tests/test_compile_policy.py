@@ -43,11 +43,10 @@ ufuncs()
 numba.vectorize(["float64(float64)"])(lambda v: v * 3.0 + 1.0)
 """
 
-_ASM_OF_THE_FLOAT64_LOOPS = """
+_ASM_OF_THE_FLOAT64_FORWARD = """
 import numpy as np
 from cbrtgrad.kernels import cpu
 cpu.ufunc("cube_root", np.float64)
-cpu.ufunc("cube_root_grad", np.float64)
 """
 
 _USER_LOOP_ALONE = """
@@ -108,17 +107,32 @@ def test_kernels_use_512_bit_vectors_and_other_numba_code_keeps_its_default():
 
 
 @pytest.mark.skipif(not _has_avx512(), reason="needs an AVX-512 CPU")
-def test_vector_width_256_makes_the_float64_loops_256_bit():
-    # The float64 loops alone (each dtype's loop is compiled on its own
-    # first use; compiling the float32 ones too would double the cost). NOTE: the float32
-    # loops use zmm whatever the setting: LLVM picks 8 lanes from the float32
-    # width, and their float64 arithmetic fills zmm.
+def test_vector_width_256_makes_the_float64_loops_256_bit(monkeypatch):
+    # The float64 forward's loop compiled under the setting (each loop is
+    # compiled on its own first use; the gradient's would add 10 s of
+    # compile). NOTE: the float32 loops use zmm whatever the setting: LLVM
+    # picks 8 lanes from the float32 width, and their float64 arithmetic
+    # fills zmm.
     env = (("CBRTGRAD_VECTOR_WIDTH", "256"),)
-    sections = _assembly(env, _ASM_OF_THE_FLOAT64_LOOPS)
-    loops = [s for s in sections if s.startswith(("forward_loop_f", "grad_loop_f"))]
-    assert len(loops) == 2
-    for text in loops:
-        assert re.search(r"%ymm\d+", text) and not re.search(r"%zmm\d+", text)
+    sections = _assembly(env, _ASM_OF_THE_FLOAT64_FORWARD)
+    (loop,) = [s for s in sections if s.startswith("forward_loop_f")]
+    assert re.search(r"%ymm\d+", loop) and not re.search(r"%zmm\d+", loop)
+    # Every float64 loop takes its width from the one setting, by the same
+    # function the compiled forward's took it from.
+    from cbrtgrad.kernels import cpu_ufuncs, prange_loops
+
+    monkeypatch.setenv("CBRTGRAD_VECTOR_WIDTH", "256")
+    _config.settings.cache_clear()
+    try:
+        for kernel in ("forward", "grad"):
+            assert cpu_ufuncs.ufunc_loop_shape("float64", kernel).width == 256
+        for name, (signatures, _) in prange_loops.LOOPS.items():
+            for signature in signatures:
+                assert prange_loops.parallel_loop_shape(name, signature).width <= 256
+    finally:
+        monkeypatch.delenv("CBRTGRAD_VECTOR_WIDTH")
+        _config.settings.cache_clear()
+    assert cpu_ufuncs.ufunc_loop_shape("float64", "grad").width == 512
 
 
 @pytest.mark.parametrize("raw", ["128", "wide"])
