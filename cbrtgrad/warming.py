@@ -2,13 +2,13 @@
 
 Each kernel is compiled on its first use and kept in the kernel cache
 (:mod:`cbrtgrad._cache`), so every new machine, container or dask worker pays
-seconds per kernel the first time it needs one. :func:`warm` pays it once, up
+seconds per kernel the first time it needs one. :func:`cbrtgrad.warm` pays it once, up
 front: it compiles (or finds already cached) every kernel this machine can
 run, in worker processes side by side, so that a Docker image, a CI cache or
 a cluster's shared folder holds them all (docs/cache.md).
 
 The kernels are the same ones the library builds on demand, by the same
-functions (:data:`GROUPS`): a warmed cache is what the library would have
+functions (``cbrtgrad.warming.GROUPS``): a warmed cache is what the library would have
 written itself.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 
 from . import _cache, _compile
 
-#: The kernels of each group, by the name :func:`cbrtgrad._compile.built_kernels`
+#: The kernels of each group, by the name ``cbrtgrad._compile.built_kernels()``
 #: gives them (one unit may build several, e.g. the numba API's rare paths).
 #: NOTE: the heaviest first (the float64 gradient's loops, the threaded
 #: ones): the workers take them in this order, so the long ones start early
@@ -111,12 +111,12 @@ GROUPS = {
 
 
 def kernel_names(only: Iterable[str] | str | None = None) -> list[str]:
-    """The kernels :func:`warm` builds, heaviest first.
+    """The kernels :func:`cbrtgrad.warm` builds, heaviest first.
 
     Parameters
     ----------
     only : iterable of str, or str, optional
-        Groups (keys of :data:`GROUPS`) or kernels by name, or one string of
+        Groups (keys of ``cbrtgrad.warming.GROUPS``) or kernels by name, or one string of
         them separated by commas; default every kernel.
 
     Returns
@@ -165,12 +165,12 @@ def kernel_names(only: Iterable[str] | str | None = None) -> list[str]:
 
 @dataclass(frozen=True)
 class WarmedKernel:
-    """One kernel :func:`warm` built.
+    """One kernel :func:`cbrtgrad.warm` built.
 
-    Attributes
+    Parameters
     ----------
     name : str
-        As ``cbrtgrad info`` and :func:`cbrtgrad._compile.built_kernels` name it.
+        As ``cbrtgrad info`` and ``cbrtgrad._compile.built_kernels()`` name it.
     outcome : str
         ``"compiled"`` (and saved in the cache) or ``"loaded"`` (it was there).
     seconds : float
@@ -184,9 +184,9 @@ class WarmedKernel:
 
 @dataclass(frozen=True)
 class WarmReport:
-    """What :func:`warm` did.
+    """What :func:`cbrtgrad.warm` did.
 
-    Attributes
+    Parameters
     ----------
     folder : str
         The cache folder the kernels are in (one per CPU, settings and versions).
@@ -345,14 +345,14 @@ def warm(
     Parameters
     ----------
     only : iterable of str, or str, optional
-        Which kernels: groups (keys of :data:`GROUPS`: ``"ufunc"``,
+        Which kernels: groups (keys of ``cbrtgrad.warming.GROUPS``: ``"ufunc"``,
         ``"parallel"``, ``"numba"``, ``"jax"``) or kernels by name
-        (:func:`kernel_names`); default all.
+        (:func:`cbrtgrad.warming.kernel_names`); default all.
     jobs : int, optional
         Worker processes compiling side by side (default: one per CPU), each
         a fresh interpreter: this process builds nothing itself.
     progress : callable, optional
-        Called with each :class:`WarmedKernel` as it finishes.
+        Called with each :class:`cbrtgrad.warming.WarmedKernel` as it finishes.
 
     Returns
     -------
