@@ -234,6 +234,13 @@ def unaliased(inputs: tuple[Any, ...], out: Any) -> tuple[Any, ...]:
     gets a copy of the input first. Only host ndarrays are looked at (dask
     never writes into its ``out=``; device arrays have their own backend).
 
+    NOTE: not left to numpy's own overlap copies, even for the ``cpu``
+    backend's ufuncs: numpy copies nothing where ``out`` starts before an
+    input (``out=a[:-1]`` for ``a[1:]``), as it assumes a loop reads each
+    element before it writes it, in order; the block loops read a block's
+    inputs again after writing it (the exact and nan passes), so their nan
+    results came out different there (found by the semantics property test).
+
     Examples
     --------
     >>> a = np.arange(4.0)
