@@ -50,17 +50,18 @@ CPU_OPTIONS: dict[str, Any] = {"fastmath": False, "cache": False, "error_model":
 #: Options for the scalar formulas and block functions the loops call.
 SCALAR_OPTIONS: dict[str, Any] = {"inline": "always", **CPU_OPTIONS}
 
-#: Options for the functions over a block (the passes, the block loops): not
-#: inlined by numba. NOTE: numba's ``inline="always"`` compiles a function
-#: on its own (to type it) and then once more inside every caller, so each
-#: layer above the formulas multiplied the compile; out of line, each is
-#: compiled once per process and signature, and every kernel links it (LLVM
-#: still inlines what it finds worth it). Called once per block of 1024 or
-#: more elements, so the call costs nothing measurable. Measured on an AMD
-#: Zen 4, empty cache, one process: the float64 gradient's ufunc loop 14.7 s
-#: to 9.9 s, the float64 fused parallel loop 23.9 s to 11.8 s, the same
-#: speed. The scalar formulas stay inlined: the vector loops call them per
-#: element.
+#: Options for the functions a kernel calls once per call (the block loops:
+#: ``forward_block_f64``, ``grad_block`` and the like): not inlined by numba.
+#: NOTE: numba's ``inline="always"`` types a function on its own and then
+#: once more inside every caller, so each layer above the formulas
+#: multiplied the compile; out of line, each is compiled once per process
+#: and signature, and every kernel links it. What runs once per block of
+#: 1024 elements (the passes, ``_kept``) stays inlined: a call passing
+#: arrays costs reference counts (atomic operations) that numba elides only
+#: within one function, and out of line they cost the float32 gradient 7 %
+#: (measured). Measured on an AMD Zen 4, empty cache, one process each:
+#: the float64 gradient's ufunc loop 16.4 s to 9.9 s, the float64 fused
+#: parallel loop 24.3 s to 13.5 s, the same speed (docs/cache.md).
 BLOCK_OPTIONS: dict[str, Any] = {"inline": "never", **CPU_OPTIONS}
 
 

@@ -56,7 +56,7 @@ def _is_f32(t: Any) -> bool:
     return isinstance(t, types.Float) and t.bitwidth == 32
 
 
-@overload(cube_root)
+@overload(cube_root, inline="always")
 def _overload_cube_root(x):  # type: ignore[no-untyped-def]
     if _is_f32(x):
         return lambda x: _cube_root_f32(x)
@@ -65,7 +65,7 @@ def _overload_cube_root(x):  # type: ignore[no-untyped-def]
     return None
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba.njit(**_compile.SCALAR_OPTIONS)
 def _copy(source, target):  # type: ignore[no-untyped-def]
     # target[:] = source for arrays of one length. NOTE: numba's slice
     # assignment compiles its shape-mismatch error message (unicode
@@ -74,7 +74,7 @@ def _copy(source, target):  # type: ignore[no-untyped-def]
         target[i] = source[i]
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba.njit(**_compile.SCALAR_OPTIONS)
 def _pass_f32(x, y):  # type: ignore[no-untyped-def]
     for i in range(x.shape[0]):
         y[i] = _cube_root_f32(x[i])
@@ -113,7 +113,7 @@ def _redo_hard_lanes_f64(x, y):  # type: ignore[no-untyped-def]
 def _first_pass_f64(formula: Any) -> Any:
     """The vectorised first pass of one fast path over a block: whether any lane was hard."""
 
-    @numba.njit(**_compile.BLOCK_OPTIONS)
+    @numba.njit(**_compile.SCALAR_OPTIONS)
     def first_pass(x, y):  # type: ignore[no-untyped-def]
         hard = np.int64(0)
         for i in range(x.shape[0]):
@@ -144,7 +144,7 @@ def _plain_offset_f64(value):  # type: ignore[no-untyped-def]
     return np.uint64((f64_as_i64(value) & MAGNITUDE_MASK64) - PLAIN_F64_LOWEST)
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba.njit(**_compile.SCALAR_OPTIONS)
 def _is_plain_f64(x):  # type: ignore[no-untyped-def]
     # Whether every |x| of the block lies in [2^-800, inf).
     worst = np.uint64(0)
@@ -153,7 +153,7 @@ def _is_plain_f64(x):  # type: ignore[no-untyped-def]
     return worst < _PLAIN_SPAN_F64
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba.njit(**_compile.SCALAR_OPTIONS)
 def _plain_pass_checking_next_f64(x, y, following):  # type: ignore[no-untyped-def]
     # _plain_pass_f64 over a block of plain inputs, which also checks the
     # next block (``following``, of the same length) as _is_plain_f64 does:
@@ -229,7 +229,7 @@ def _kept(a: Any, start: Any, stop: Any, kept: Any) -> Any:
     raise NotImplementedError("_kept is only callable from numba-compiled code")
 
 
-@overload(_kept)
+@overload(_kept, inline="always")
 def _overload_kept(a, start, stop, kept):  # type: ignore[no-untyped-def]
     def kept_block(a, start, stop, kept):  # type: ignore[no-untyped-def]
         if kept.shape[0] == 0:
@@ -333,7 +333,7 @@ def _grad_pass_by_dtype(which: int, what: str) -> Any:
     def by_dtype(g: Any, y: Any, dx: Any) -> Any:
         raise NotImplementedError(f"the gradient's {what} is only callable from numba code")
 
-    @overload(by_dtype)
+    @overload(by_dtype, inline="always")
     def _overload(g, y, dx):  # type: ignore[no-untyped-def]
         chosen = _GRAD_PASSES["float32" if _is_f32(y.dtype) else "float64"][which]
         return lambda g, y, dx: chosen(g, y, dx)
@@ -346,7 +346,7 @@ _grad_second_pass = _grad_pass_by_dtype(1, "exact pass over a block's hard lanes
 _grad_nan_pass = _grad_pass_by_dtype(2, "nan pass")
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba.njit(**_compile.SCALAR_OPTIONS)
 def _grad_range(g, y, dx, start, stop, kept_g, kept_y):  # type: ignore[no-untyped-def]
     # The gradient of elements start to stop, correctly rounded (float32 for
     # normal results, float64 where its rounding test applies), by blocks:
