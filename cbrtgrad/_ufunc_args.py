@@ -234,20 +234,13 @@ def unaliased(inputs: tuple[Any, ...], out: Any) -> tuple[Any, ...]:
     gets a copy of the input first. Only host ndarrays are looked at (dask
     never writes into its ``out=``; device arrays have their own backend).
 
-    NOTE: not left to numpy's own overlap copies, even for the ``cpu``
-    backend's ufuncs: numpy copies nothing where ``out`` starts before an
-    input (``out=a[:-1]`` for ``a[1:]``), as it assumes a loop reads each
-    element before it writes it, in order; the block loops read a block's
-    inputs again after writing it (the exact and nan passes), so their nan
-    results came out different there (found by the semantics property test).
-
-    Examples
-    --------
-    >>> a = np.arange(4.0)
-    >>> unaliased((a[1:],), a[:3])[0] is a[1:]
-    False
-    >>> unaliased((a,), a)[0] is a
-    True
+    NOTE: numpy's own overlap copies are not enough for a loop that reads
+    its inputs again after writing (the block loops' exact and nan passes):
+    numpy copies nothing where ``out`` starts before an input (``out=a[:-1]``
+    for ``a[1:]``), as it assumes each element is read before it is written,
+    in order. The ``cpu`` backend's inner loops take that case themselves
+    (kernels/ufunc_loops.py) and skip this function
+    (``takes_overlapping_out``); the other backends need it.
     """
     if type(out) is not np.ndarray:
         return inputs

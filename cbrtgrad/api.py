@@ -301,10 +301,11 @@ def cbrt(
     if where is not True:
         where = check_where(where)
     x = _as_compute(x, compute)
+    chosen = _registry.resolve(backend, x)
     if out is not None:
         out = check_out(out, (x,), compute, where)
-        (x,) = unaliased((x,), out)
-    chosen = _registry.resolve(backend, x)
+        if not getattr(chosen, "takes_overlapping_out", False):
+            (x,) = unaliased((x,), out)
     return chosen.cube_root(x, out=out, where=where, dtype=compute)
 
 
@@ -362,10 +363,11 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
     if where is not True:
         where = check_where(where)
     g, y = _as_compute(g, compute), _as_compute(y, compute)
+    chosen = _registry.resolve(backend, y, g)
     if out is not None:
         out = check_out(out, (g, y), compute, where)
-        g, y = unaliased((g, y), out)
-    chosen = _registry.resolve(backend, y, g)
+        if not getattr(chosen, "takes_overlapping_out", False):
+            g, y = unaliased((g, y), out)
     return chosen.cube_root_grad(g, y, out=out, where=where, dtype=compute)
 
 

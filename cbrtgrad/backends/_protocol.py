@@ -53,6 +53,14 @@ class Backend(Protocol):
     (the ``parallel`` backend does).
     It is not part of the protocol: backends without it get numpy's.
 
+    A backend whose ``cube_root`` and ``cube_root_grad`` give numpy's answer
+    for any overlap of ``out`` with the inputs may set
+    ``takes_overlapping_out = True`` (the ``cpu`` backend: numpy's ufunc
+    machinery copies what its in-order loops could not take, and the inner
+    loops take the rest, :mod:`cbrtgrad.kernels.ufunc_loops`); every other
+    backend is given inputs that do not overlap ``out`` (the api copies them
+    first, ``cbrtgrad._ufunc_args.unaliased``).
+
     Examples
     --------
     >>> from cbrtgrad.backends import Backend, get_backend

@@ -75,6 +75,28 @@ _ACCESS = {
 }
 
 
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _overlaps_elsewhere(a, b, size):  # type: ignore[no-untyped-def]
+    # Whether the ``size`` bytes at ``a`` and at ``b`` (two operands' memory,
+    # as addresses) overlap without starting at the same byte. NOTE: numpy
+    # passes such operands uncopied where its loop, reading each element
+    # before writing it and in order, would be right (``out`` starting
+    # before an input: ``out=a[:-1]`` for ``a[1:]``); the block functions
+    # read a block's inputs again after writing it (the exact and nan
+    # passes), so such a call takes the buffered path, which reads each
+    # buffer's inputs before it writes, in order. The same start (in place)
+    # the block functions handle themselves.
+    return a != b and a < b + size and b < a + size
+
+
+@intrinsic
+def _pointer_address(typingctx, pointer):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return builder.ptrtoint(args[0], ir.IntType(64))
+
+    return types.int64(types.voidptr), codegen
+
+
 def unary_block_loop(block: Any, args: Any, dims: Any, steps: Any, like: Any) -> None:
     """The inner loop ``y = f(x)`` around ``block(x, y)``, for elements of ``like``'s type.
 
@@ -95,8 +117,10 @@ def _overload_unary_block_loop(block, args, dims, steps, like):  # type: ignore[
     def loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
         n = dims[0]
         if steps[0] == itemsize and steps[1] == itemsize:
-            block(carray(args[0], (n,), numpy_type), carray(args[1], (n,), numpy_type))
-            return
+            x, y = _pointer_address(args[0]), _pointer_address(args[1])
+            if not _overlaps_elsewhere(x, y, n * itemsize):
+                block(carray(args[0], (n,), numpy_type), carray(args[1], (n,), numpy_type))
+                return
         x_buffer = np.empty(BUFFER, numpy_type)
         y_buffer = np.empty(BUFFER, numpy_type)
         for start in range(0, n, BUFFER):
@@ -166,7 +190,15 @@ def _overload_binary_state_loop(block, args, dims, steps, like, state):  # type:
 
     def loop(block, args, dims, steps, like, state):  # type: ignore[no-untyped-def]
         n = dims[0]
-        if steps[1] == itemsize and steps[2] == itemsize:
+        z_at = _pointer_address(args[2])
+        size = n * itemsize
+        contiguous = steps[1] == itemsize and steps[2] == itemsize
+        if contiguous and _overlaps_elsewhere(_pointer_address(args[1]), z_at, size):
+            contiguous = False  # the buffered path (see _overlaps_elsewhere)
+        if contiguous and steps[0] == itemsize:
+            if _overlaps_elsewhere(_pointer_address(args[0]), z_at, size):
+                contiguous = False
+        if contiguous:
             b = carray(args[1], (n,), numpy_type)
             z = carray(args[2], (n,), numpy_type)
             if steps[0] == itemsize:
