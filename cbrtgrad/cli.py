@@ -294,6 +294,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print()
         print(engine_bench.format_engine_rows(bridge))
         payload["torch"] = bridge
+    if args.calls:
+        from .bench import calls
+        from .bench import engine as engine_bench
+
+        small = calls.call_rows(repeat=args.repeat)
+        print()
+        print(engine_bench.format_engine_rows(small))
+        payload["calls"] = small
     if args.numba:
         from .bench import numba_loops
 
@@ -539,6 +547,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also time the PyTorch bridge (the torch extra) against PyTorch, as ratios: "
         "cbrt(x).sum().backward() on 10^6 float32 against torch.sign(x)*x.abs().pow(1/3), "
         "one element against torch.exp, torch.compile against eager",
+    )
+    bench.add_argument(
+        "--calls",
+        action="store_true",
+        help="also time small calls, as ratios in one run: cbrt, cbrt with out=, cbrt_grad, "
+        "cbrt_and_grad and the graph engine's step on one float64 against np.cbrt, and cbrt on "
+        "1,000 against the cpu backend's own ufunc",
     )
     bench.add_argument(
         "--numba",

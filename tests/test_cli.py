@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from cbrtgrad import cli
+from cbrtgrad.bench import calls
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -31,6 +32,19 @@ def test_bench_writes_json(tmp_path, capsys):
     anchors = {r["anchor"] for r in rows}
     assert {"np.cbrt", "scipy.special.cbrt", "copy", "g/(3*y*y)"} <= anchors
     assert all(r["speedup"] > 0 for r in rows)
+
+
+def test_bench_calls_rows(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--sizes", "1000", "--repeat", "1", "--calls", "--json", str(out)]
+    assert cli.main(argv) == 0
+    assert "cbrt(x, out=o), 1 float64" in capsys.readouterr().out
+    small = json.loads(out.read_text())["calls"]
+    assert [r["anchor"] for r in small].count("np.cbrt(x), 1 float64") == 5
+    assert small[-1]["case"] == "cbrt(x), 1,000 float64"
+    assert all(r["ratio"] > 0 and r["cbrtgrad_s"] > 0 and r["anchor_s"] > 0 for r in small)
+    with pytest.raises(ValueError, match="repeat must be an int >= 1"):
+        calls.call_rows(repeat=0)
 
 
 def test_bench_engine_rows(tmp_path, capsys):

@@ -1,0 +1,42 @@
+"""asv benchmarks of small calls: argument handling against ``np.cbrt``'s call.
+
+The cases of ``cbrtgrad bench --calls`` (:mod:`cbrtgrad.bench.calls`): the
+api's functions and the graph engine's step on one float64 element against
+``np.cbrt`` on one, and ``cbrt`` on 1,000 against the ``cpu`` backend's own
+ufunc, each a ratio timed in turns with its anchor (``best_times``).
+Issue 33's goals: 2x, 2x for ``out=`` too, 1.2x on 1,000, 20x the engine.
+"""
+
+import numpy as np
+
+from cbrtgrad.bench import calls
+from cbrtgrad.bench.timing import best_times
+from cbrtgrad.kernels import cpu
+
+ONE = np.ones(1)
+G = np.full(1, 3.0)
+OUT = np.empty(1)
+MANY = np.linspace(-1e3, 1e3, 1000)
+CASES = dict(calls._cases(ONE, G, OUT, MANY))
+
+
+class SmallCalls:
+    """One call of each case; its ratio to the anchor of its row."""
+
+    params = [list(CASES)]
+    param_names = ["case"]
+
+    def setup(self, case):
+        self.call = CASES[case]
+        ufunc = cpu.ufunc("cube_root", np.float64)
+        self.anchor = (lambda: ufunc(MANY)) if "1,000" in case else (lambda: np.cbrt(ONE))
+        self.call()  # compile or load the kernels before timing
+
+    def time_call(self, case):
+        self.call()
+
+    def track_ratio_to_anchor(self, case):
+        ours, anchor = best_times([self.call, self.anchor], 5)
+        return ours / anchor
+
+    track_ratio_to_anchor.unit = "x"
