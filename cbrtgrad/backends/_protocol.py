@@ -57,7 +57,7 @@ class Backend(Protocol):
     for any overlap of ``out`` with the inputs may set
     ``takes_overlapping_out = True`` (the ``cpu`` backend: numpy's ufunc
     machinery copies what its in-order loops could not take, and the inner
-    loops take the rest, :mod:`cbrtgrad.kernels.ufunc_loops`); every other
+    loops take the rest, ``kernels/ufunc_loops.py``); every other
     backend is given inputs that do not overlap ``out`` (the api copies them
     first, ``cbrtgrad._ufunc_args.unaliased``).
 
