@@ -50,18 +50,21 @@ CPU_OPTIONS: dict[str, Any] = {"fastmath": False, "cache": False, "error_model":
 #: Options for the scalar formulas and block functions the loops call.
 SCALAR_OPTIONS: dict[str, Any] = {"inline": "always", **CPU_OPTIONS}
 
-#: Options for the functions a kernel calls once per call (the block loops:
-#: ``forward_block_f64``, ``grad_block`` and the like): not inlined by numba.
-#: NOTE: numba's ``inline="always"`` types a function on its own and then
-#: once more inside every caller, so each layer above the formulas
-#: multiplied the compile; out of line, each is compiled once per process
-#: and signature, and every kernel links it. What runs once per block of
-#: 1024 elements (the passes, ``_kept``) stays inlined: a call passing
+#: Options for the block loops a kernel calls once per call
+#: (``forward_block_f64``, ``grad_block``, ``grad_block_flags`` and the like):
+#: not inlined by numba. NOTE: numba's ``inline="always"`` types a function
+#: on its own and then once more inside every caller, so each layer above the
+#: formulas multiplied the compile; out of line, each is compiled once per
+#: process and signature, and every kernel links it, at the SIMD shape it
+#: was compiled at: ``cpu_ufuncs.compile_shared_blocks`` compiles them first,
+#: at the ufunc's shape, so that it is not the shape of whichever kernel a
+#: process compiled first. What runs once per block of 1024 elements
+#: (``_kept``, the passes, the dtype dispatch) stays inlined: a call passing
 #: arrays costs reference counts (atomic operations) that numba elides only
 #: within one function, and out of line they cost the float32 gradient 7 %
-#: (measured). Measured on an AMD Zen 4, empty cache, one process each:
-#: the float64 gradient's ufunc loop 16.4 s to 9.9 s, the float64 fused
-#: parallel loop 24.3 s to 13.5 s, the same speed (docs/cache.md).
+#: (measured). Measured on an AMD Zen 4, empty cache, one process each: the
+#: float64 gradient's ufunc loop 16.4 s to 9.9 s, the float64 fused parallel
+#: loop 24.3 s to 14.9 s, at the same speed (docs/cache.md).
 BLOCK_OPTIONS: dict[str, Any] = {"inline": "never", **CPU_OPTIONS}
 
 
@@ -346,6 +349,18 @@ def built_kernels() -> dict[str, str]:
 def _record(name: str, loaded: bool) -> None:
     with _BUILT_LOCK:
         _BUILT[name] = "loaded" if loaded else "compiled"
+
+
+def is_cached(py_func: Any, tag: str) -> bool:
+    """Whether the kernel cache holds ``py_func`` for ``tag``: building it then compiles nothing.
+
+    Examples
+    --------
+    >>> is_cached(lambda: None, "float64")
+    False
+    """
+    cache = _cache.cache_for(py_func, tag)
+    return cache is not None and bool(cache.has_entry())
 
 
 def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag: str) -> Any:

@@ -158,10 +158,56 @@ UFUNCS: dict[str, tuple[int, str, str, dict[str, Any]]] = {
 }
 
 
+#: The block loops every kernel of a dtype shares (compiled out of line,
+#: _compile.BLOCK_OPTIONS), by kernel: (function, signature) for float32 and
+#: float64, the types the kernels call them with (1-D C-contiguous arrays).
+_SHARED_BLOCKS: dict[str, dict[str, tuple[tuple[Any, str], ...]]] = {
+    "forward": {
+        "float32": ((forward_block_f32, "void(float32[::1], float32[::1])"),),
+        "float64": ((forward_block_f64, "void(float64[::1], float64[::1])"),),
+    },
+    "grad": {
+        dtype: (
+            (grad_block, f"void({dtype}[::1], {dtype}[::1], {dtype}[::1])"),
+            (grad_block_flags, f"int64({dtype}[::1], {dtype}[::1], {dtype}[::1], int64)"),
+        )
+        for dtype in ("float32", "float64")
+    },
+}
+
+
+def compile_shared_blocks(kernel: str, dtype: str) -> None:
+    """Compile the block loops ``kernel`` shares with the other kernels, at the ufunc's SIMD shape.
+
+    Once per process, before a kernel that calls them is compiled
+    (``kernel`` is ``"forward"`` or ``"grad"``; the fused loops call both).
+    NOTE: a block loop is compiled once per process and linked into every
+    kernel that calls it, with the SIMD shape it was compiled at: compiled
+    here, that is always the ufunc's for its kernel and dtype, not the shape
+    of whichever kernel a process happened to compile first (the parallel
+    float32 loops' width differs from the ufunc's, and the fused loop's
+    interleave from the forward's).
+
+    Examples
+    --------
+    >>> compile_shared_blocks("forward", "float32")
+    """
+
+    def build() -> bool:
+        with _compile.compiling_for(ufunc_loop_shape(dtype, kernel)):
+            for function, signature in _SHARED_BLOCKS[kernel][dtype]:
+                function.compile(signature)
+        return True
+
+    lazy.once(f"shared_blocks.{kernel}.{dtype}", build)
+
+
 def _inner_loop(op: str, dtype: str) -> Any:
     # Compiled (or loaded from the on-disk cache) once per process.
     def build() -> Any:
         _, _, kernel, loops = UFUNCS[op]
+        if not _compile.is_cached(loops[dtype], dtype):
+            compile_shared_blocks(kernel, dtype)
         return _compile.compile_cfunc(
             loops[dtype],
             LOOP_SIGNATURE,

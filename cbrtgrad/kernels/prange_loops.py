@@ -26,7 +26,7 @@ import numpy as np
 from .. import _compile
 from . import lazy
 from .blocks import forward_block, grad_block_flags
-from .cpu_ufuncs import LOOP_INTERLEAVE
+from .cpu_ufuncs import LOOP_INTERLEAVE, compile_shared_blocks
 from .fpstatus import FENV_MASK, block_status, clear_flags, raised_flags
 
 #: Elements per block of every loop: the fused loop's y block, just written,
@@ -130,6 +130,14 @@ def _grad_constant_loop(g, y, dx):  # type: ignore[no-untyped-def]
     return _union(status)
 
 
+#: The block loops each parallel loop calls (cpu_ufuncs.compile_shared_blocks).
+_SHARED_BY_LOOP = {
+    "forward": ("forward",),
+    "grad": ("grad",),
+    "fused": ("forward", "grad"),
+    "grad_constant": ("grad",),
+}
+
 #: The loops by name: (signatures, function).
 LOOPS: dict[str, tuple[list[str], Any]] = {
     "forward": (FORWARD_SIGNATURES, _forward_loop),
@@ -210,6 +218,9 @@ def parallel_loop(name: str, dtype: Any) -> Any:
         return found
     signatures, function = LOOPS[name]
     (signature,) = [s for s in signatures if dtype_of(s) == dt]
+    if not _compile.is_cached(function, dt):
+        for kernel in _SHARED_BY_LOOP[name]:
+            compile_shared_blocks(kernel, dt)
     return lazy.once(
         f"parallel.{name}.{dt}",
         lambda: _compile.compile_njit(

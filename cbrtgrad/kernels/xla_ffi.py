@@ -49,7 +49,7 @@ from numba.extending import intrinsic
 from .. import _compile
 from . import lazy
 from .blocks import forward_block, grad_block
-from .cpu_ufuncs import ufunc_loop_shape
+from .cpu_ufuncs import compile_shared_blocks, ufunc_loop_shape
 from .denormals import keep_subnormals, restore_mode
 from .prange_loops import PARALLEL_BLOCK, parallel_loop_shape
 
@@ -370,6 +370,8 @@ def handler(kernel: str, dtype: Any, threaded: bool) -> Any:
     else:
         shape = ufunc_loop_shape(dt, kernel)
     suffix = " threads" if threaded else ""
+    if not _compile.is_cached(HANDLERS[key], dt + suffix.replace(" ", "_")):
+        compile_shared_blocks(kernel, dt)
     return lazy.once(
         f"xla_ffi.{kernel}.{dt}{suffix.replace(' ', '.')}",
         lambda: _compile.compile_cfunc(
