@@ -483,7 +483,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
     from . import _progress, warming
 
     names = warming.kernel_names(args.only)
-    jobs = min(args.jobs or os.cpu_count() or 1, len(names))
+    jobs = min(warming._check_jobs(args.jobs), len(names))
     print(
         f"cbrtgrad warm: {len(names)} kernel{'s' if len(names) != 1 else ''} for "
         f"{_isa.host_isa().describe()}, {jobs} process{'es' if jobs != 1 else ''}",

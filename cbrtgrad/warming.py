@@ -28,11 +28,10 @@ from typing import Any
 
 from . import _cache, _compile
 
-#: The kernels of each group, by the name ``cbrtgrad._compile.built_kernels()``
-#: gives them (one unit may build several, e.g. the numba API's rare paths).
-#: NOTE: the heaviest first (the float64 gradient's loops, the threaded
-#: ones): the workers take them in this order, so the long ones start early
-#: and the short ones fill in at the end.
+#: The dtypes in the order their kernels are listed. NOTE: the heaviest
+#: first (the float64 gradients, the threaded loops): the workers take the
+#: kernels in this order, so the long ones start early and the short ones
+#: fill in at the end.
 _ORDER = ("float64", "float32")
 
 
@@ -75,6 +74,9 @@ def _xla_handler(kernel: str, dtype: str, threaded: bool) -> Callable[[], object
 
 
 def _units() -> dict[str, dict[str, Callable[[], object]]]:
+    # The kernels of each group, by the name _compile.built_kernels() gives
+    # them, with the function that builds each (one may build several: the
+    # numba API's float64 block functions also build its rare paths).
     ufuncs = {
         f"ufunc {op} {dtype}": _ufunc(op, dtype)
         for dtype in _ORDER
@@ -233,10 +235,10 @@ class WarmReport:
 
 def _build(name: str) -> WarmedKernel:
     """Build one kernel in this (worker) process: compiled, or loaded from the cache."""
-    group = next(g for g, units in _units().items() if name in units)
+    (build,) = [units[name] for units in _units().values() if name in units]
     before = _compile.built_kernels()
     start = time.perf_counter()
-    _units()[group][name]()
+    build()
     seconds = time.perf_counter() - start
     after = _compile.built_kernels()
     new = [outcome for key, outcome in after.items() if key not in before]

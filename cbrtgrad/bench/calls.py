@@ -23,22 +23,33 @@ from ..engine import Tensor
 from ..kernels import cpu
 from .timing import best_times
 
+#: The anchors a case is timed against, by key (see :func:`_cases`).
+ANCHORS = {"one": "np.cbrt(x), 1 float64", "many": "the cpu ufunc, 1,000 float64"}
+
 
 def _cases(
     one: np.ndarray, g: np.ndarray, out: np.ndarray, many: np.ndarray
-) -> list[tuple[str, Callable[[], Any]]]:
+) -> list[tuple[str, str, Callable[[], Any]]]:
+    """``(case, anchor key, call)`` per case: ``"one"`` for one element, ``"many"`` for 1,000."""
+
     def engine_step() -> None:
         x = Tensor(one, requires_grad=True)
         api.cbrt(x).sum().backward()
 
     return [
-        ("cbrt(x), 1 float64", lambda: api.cbrt(one)),
-        ("cbrt(x, out=o), 1 float64", lambda: api.cbrt(one, out=out)),
-        ("cbrt_grad(g, y), 1 float64", lambda: api.cbrt_grad(g, one)),
-        ("cbrt_and_grad(x, g), 1 float64", lambda: api.cbrt_and_grad(one, g)),
-        ("Tensor, cbrt(x).sum().backward(), 1 float64", engine_step),
-        ("cbrt(x), 1,000 float64", lambda: api.cbrt(many)),
+        ("cbrt(x), 1 float64", "one", lambda: api.cbrt(one)),
+        ("cbrt(x, out=o), 1 float64", "one", lambda: api.cbrt(one, out=out)),
+        ("cbrt_grad(g, y), 1 float64", "one", lambda: api.cbrt_grad(g, one)),
+        ("cbrt_and_grad(x, g), 1 float64", "one", lambda: api.cbrt_and_grad(one, g)),
+        ("Tensor, cbrt(x).sum().backward(), 1 float64", "one", engine_step),
+        ("cbrt(x), 1,000 float64", "many", lambda: api.cbrt(many)),
     ]
+
+
+def anchor_calls(one: np.ndarray, many: np.ndarray) -> dict[str, Callable[[], Any]]:
+    """The anchors' calls by key: ``np.cbrt`` on ``one``, the ``cpu`` ufunc on ``many``."""
+    ufunc = cpu.ufunc("cube_root", np.float64)
+    return {"one": lambda: np.cbrt(one), "many": lambda: ufunc(many)}
 
 
 def call_rows(repeat: int = 20) -> list[dict[str, Any]]:
@@ -69,22 +80,17 @@ def call_rows(repeat: int = 20) -> list[dict[str, Any]]:
     g = np.full(1, 3.0)
     out = np.empty(1)
     many = np.linspace(-1e3, 1e3, 1000)
-    ufunc = cpu.ufunc("cube_root", np.float64)
+    anchors = anchor_calls(one, many)
     cases = _cases(one, g, out, many)
-    anchors = [lambda: np.cbrt(one), lambda: ufunc(many)]
-    times = best_times([*anchors, *(call for _, call in cases)], repeat)
-    anchor_one, anchor_many = times[:2]
-    rows = []
-    for (case, _), seconds in zip(cases, times[2:], strict=True):
-        small = "1,000" not in case
-        anchor_s = anchor_one if small else anchor_many
-        rows.append(
-            {
-                "case": case,
-                "cbrtgrad_s": seconds,
-                "anchor": "np.cbrt(x), 1 float64" if small else "the cpu ufunc, 1,000 float64",
-                "anchor_s": anchor_s,
-                "ratio": seconds / anchor_s,
-            }
-        )
-    return rows
+    times = best_times([*anchors.values(), *(call for _, _, call in cases)], repeat)
+    anchor_s = dict(zip(anchors, times, strict=False))
+    return [
+        {
+            "case": case,
+            "cbrtgrad_s": seconds,
+            "anchor": ANCHORS[key],
+            "anchor_s": anchor_s[key],
+            "ratio": seconds / anchor_s[key],
+        }
+        for (case, key, _), seconds in zip(cases, times[len(anchors) :], strict=True)
+    ]

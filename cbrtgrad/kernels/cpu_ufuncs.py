@@ -176,11 +176,14 @@ _SHARED_BLOCKS: dict[str, dict[str, tuple[tuple[Any, str], ...]]] = {
 }
 
 
-def compile_shared_blocks(kernel: str, dtype: str) -> None:
-    """Compile the block loops ``kernel`` shares with the other kernels, at the ufunc's SIMD shape.
+def compile_shared_blocks(kernels: tuple[str, ...], dtype: str, caller: Any, tag: str) -> None:
+    """Compile the block loops a kernel shares with the others, at the ufunc's SIMD shape.
 
-    Once per process, before a kernel that calls them is compiled
-    (``kernel`` is ``"forward"`` or ``"grad"``; the fused loops call both).
+    Before the kernel ``caller`` (a module-level function, cached under
+    ``tag``) is compiled: the block loops of ``kernels`` (``"forward"``,
+    ``"grad"``; the fused loops call both) for ``dtype``, once per process,
+    each at the ``cpu`` ufunc's shape for its kernel. Nothing when
+    ``caller`` is in the kernel cache (its loading compiles nothing).
     NOTE: a block loop is compiled once per process and linked into every
     kernel that calls it, with the SIMD shape it was compiled at: compiled
     here, that is always the ufunc's for its kernel and dtype, not the shape
@@ -190,24 +193,26 @@ def compile_shared_blocks(kernel: str, dtype: str) -> None:
 
     Examples
     --------
-    >>> compile_shared_blocks("forward", "float32")
+    >>> compile_shared_blocks(("forward",), "float32", forward_loop_f32, "float32")
     """
+    if _compile.is_cached(caller, tag):
+        return
+    for kernel in kernels:
 
-    def build() -> bool:
-        with _compile.compiling_for(ufunc_loop_shape(dtype, kernel)):
-            for function, signature in _SHARED_BLOCKS[kernel][dtype]:
-                function.compile(signature)
-        return True
+        def build(kernel: str = kernel) -> bool:
+            with _compile.compiling_for(ufunc_loop_shape(dtype, kernel)):
+                for function, signature in _SHARED_BLOCKS[kernel][dtype]:
+                    function.compile(signature)
+            return True
 
-    lazy.once(f"shared_blocks.{kernel}.{dtype}", build)
+        lazy.once(f"shared_blocks.{kernel}.{dtype}", build)
 
 
 def _inner_loop(op: str, dtype: str) -> Any:
     # Compiled (or loaded from the on-disk cache) once per process.
     def build() -> Any:
         _, _, kernel, loops = UFUNCS[op]
-        if not _compile.is_cached(loops[dtype], dtype):
-            compile_shared_blocks(kernel, dtype)
+        compile_shared_blocks((kernel,), dtype, loops[dtype], dtype)
         return _compile.compile_cfunc(
             loops[dtype],
             LOOP_SIGNATURE,

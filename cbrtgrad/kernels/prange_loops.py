@@ -218,20 +218,19 @@ def parallel_loop(name: str, dtype: Any) -> Any:
         return found
     signatures, function = LOOPS[name]
     (signature,) = [s for s in signatures if dtype_of(s) == dt]
-    if not _compile.is_cached(function, dt):
-        for kernel in _SHARED_BY_LOOP[name]:
-            compile_shared_blocks(kernel, dt)
-    return lazy.once(
-        f"parallel.{name}.{dt}",
-        lambda: _compile.compile_njit(
+
+    def build() -> Any:
+        compile_shared_blocks(_SHARED_BY_LOOP[name], dt, function, dt)
+        return _compile.compile_njit(
             function,
             signature,
             parallel_loop_shape(name, signature),
             f"parallel {name} {dt}",
             dt,
             parallel=True,
-        ),
-    )
+        )
+
+    return lazy.once(f"parallel.{name}.{dt}", build)
 
 
 def check_behaved(kernel: str, arrays: tuple[Any, ...]) -> None:

@@ -370,12 +370,12 @@ def handler(kernel: str, dtype: Any, threaded: bool) -> Any:
     else:
         shape = ufunc_loop_shape(dt, kernel)
     suffix = " threads" if threaded else ""
-    if not _compile.is_cached(HANDLERS[key], dt + suffix.replace(" ", "_")):
-        compile_shared_blocks(kernel, dt)
-    return lazy.once(
-        f"xla_ffi.{kernel}.{dt}{suffix.replace(' ', '.')}",
-        lambda: _compile.compile_cfunc(
-            HANDLERS[key], SIGNATURE, shape, f"XLA FFI {kernel} {dt}{suffix}",
-            dt + suffix.replace(" ", "_"),
-        ),
-    )  # fmt: skip
+    tag = dt + suffix.replace(" ", "_")
+
+    def build() -> Any:
+        compile_shared_blocks((kernel,), dt, HANDLERS[key], tag)
+        return _compile.compile_cfunc(
+            HANDLERS[key], SIGNATURE, shape, f"XLA FFI {kernel} {dt}{suffix}", tag
+        )
+
+    return lazy.once(f"xla_ffi.{kernel}.{dt}{suffix.replace(' ', '.')}", build)

@@ -68,10 +68,8 @@ def cube_root_and_grad(
     ``dx`` depends on ``x`` through ``y``: what reaches ``y`` is ``gy`` plus
     ``dx``'s derivative in ``y``, and ``x`` gets that through ``grad``.
     """
-    total = gy
-    if gdx is not None and needs[0]:
-        through = _dy(grad, gdx, g, y)
-        total = through if total is None else total + through
+    through = _dy(grad, gdx, g, y) if gdx is not None and needs[0] else None
+    total = _plus(gy, through)
     dx = None if total is None or not needs[0] else _to(grad(total, y), shapes[0])
     dg = None if gdx is None or not needs[1] else _to(grad(gdx, y), shapes[1])
     return dx, dg
