@@ -15,19 +15,22 @@ def test_ufunc_loops_are_vectorised():
     # The loops around the scalar formulas must use SIMD registers (ymm or
     # zmm); a scalar libm-style loop would be 5x slower. Both ufuncs' loops
     # are cbrtgrad's own block functions (kernels/ufunc_loops.py).
-    sections = _assembly(())
-    forward = [s for s in sections if s.startswith("forward_loop_f")]
-    gradient = [s for s in sections if s.startswith("grad_loop_f")]
+    loops = _kernel_loop_assembly()
     # Two loops (float32, float64) each.
-    assert len(forward) == 2 and len(gradient) == 2
-    for text in forward + gradient:
-        assert re.search(r"%[yz]mm\d+", text), "ufunc loop is not vectorised"
-    for text in forward:
-        # The exact fma of the error-free transformations, as vector instructions.
-        assert re.search(r"vf(n)?m(add|sub)\d+[ps]d\s+%[yz]mm", text)
-    for text in gradient:
-        # The quotient: a vector division, not one per element.
-        assert re.search(r"vdivpd\s+(\S+, )?%[yz]mm", text)
+    assert sorted(loops) == [
+        "forward_loop_f32",
+        "forward_loop_f64",
+        "grad_loop_f32",
+        "grad_loop_f64",
+    ]
+    for name, text in loops.items():
+        assert re.search(r"%[yz]mm\d+", text), f"{name} is not vectorised"
+        if name.startswith("forward"):
+            # The exact fma of the error-free transformations, as vector instructions.
+            assert re.search(r"vf(n)?m(add|sub)\d+[ps]d\s+%[yz]mm", text), name
+        else:
+            # The quotient: a vector division, not one per element.
+            assert re.search(r"vdivpd\s+(\S+, )?%[yz]mm", text), name
 
 
 def _has_avx512() -> bool:
@@ -36,12 +39,72 @@ def _has_avx512() -> bool:
     return "+avx512f" in ll.get_host_cpu_features().flatten().split(",")
 
 
-_ASM_OF_KERNELS_AND_A_USER_LOOP = """
+@functools.cache
+def _kernel_loop_assembly() -> dict[str, str]:
+    """The assembly of the ufuncs' four inner loops as the kernel cache holds them.
+
+    What a process loads and runs, with no compile of its own: the kernels
+    are built here (compiled once by whichever test process needs them
+    first, loaded by the others). NOTE: numba's cache internals, as
+    cbrtgrad/_cache.py subclasses them: a cache entry holds the library's
+    object code and its optimised LLVM module (for linking); that module
+    assembled by numba's own target machine gives the object code's
+    instructions (``objdump -d`` of it shows the same registers) with no
+    disassembler needed.
+    """
+    import llvmlite.binding as ll
+    from numba.core import sigutils
+    from numba.core.registry import cpu_target
+    from numba.core.typing import signature
+
+    from cbrtgrad import _cache
+    from cbrtgrad.kernels import cpu_ufuncs, ufunc_loops
+
+    cpu_ufuncs.ufuncs()
+    args, result = sigutils.normalize_signature(ufunc_loops.LOOP_SIGNATURE)
+    codegen = cpu_target.target_context.codegen()
+    assembly = {}
+    for _, _, _, loops in cpu_ufuncs.UFUNCS.values():
+        for dtype, loop in loops.items():
+            cache = _cache.cache_for(loop, dtype)
+            if cache is None:
+                pytest.skip("reads the kernel cache, which is off here (CBRTGRAD_CACHE=0)")
+            entry = cache._cache_file.load(cache._index_key(signature(result, *args), codegen))
+            assert entry is not None, f"{loop.__name__} is not in the kernel cache"
+            _, kind, (_, bitcode) = entry[0]  # the library's (name, kind, data)
+            assert kind == "object"
+            assembly[loop.__name__] = str(codegen._tm.emit_assembly(ll.parse_bitcode(bitcode)))
+    return assembly
+
+
+#: A user's own numba loop (compiled with numba's defaults, in a process
+#: that built cbrtgrad's kernels or in one that never imported cbrtgrad).
+_USER_LOOP = """
 import numba
-from cbrtgrad.kernels.cpu import ufuncs
-ufuncs()
-numba.vectorize(["float64(float64)"])(lambda v: v * 3.0 + 1.0)
+
+@numba.njit("void(float64[::1], float64[::1])")
+def user_loop(a, out):
+    for i in range(a.size):
+        out[i] = a[i] * 3.0 + 1.0
+
+assembly = "\\n".join(user_loop.inspect_asm().values())
 """
+
+
+def _user_loop_assembly_here() -> str:
+    namespace: dict[str, object] = {}
+    exec(_USER_LOOP, namespace)
+    return str(namespace["assembly"])
+
+
+@functools.cache
+def _user_loop_assembly_alone() -> str:
+    script = _USER_LOOP + "\nprint(assembly)"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
 
 _ASM_OF_THE_FLOAT64_FORWARD = """
 import numpy as np
@@ -49,22 +112,12 @@ from cbrtgrad.kernels import cpu
 cpu.ufunc("cube_root", np.float64)
 """
 
-_USER_LOOP_ALONE = """
-import numba
-numba.vectorize(["float64(float64)"])(lambda v: v * 3.0 + 1.0)
-"""
-
 
 @functools.cache
-def _assembly(
-    env_extra: tuple[tuple[str, str], ...], script: str = _ASM_OF_KERNELS_AND_A_USER_LOOP
-) -> tuple[str, ...]:
-    # The assembly of every function a fresh process compiles for the kernels
-    # and a user's loop (or for ``script``), by section. NOTE: cached: each
-    # run compiles all the kernels (about 30 s on a 2-core machine), and the
-    # tests of one environment read the same sections.
-    # NOTE: CBRTGRAD_CACHE=0: a kernel loaded from the on-disk cache is not
-    # compiled, so numba would print no assembly for it.
+def _assembly(env_extra: tuple[tuple[str, str], ...], script: str) -> tuple[str, ...]:
+    # The assembly of every function a fresh process compiles for ``script``,
+    # by section. NOTE: CBRTGRAD_CACHE=0: a kernel loaded from the on-disk
+    # cache is not compiled, so numba would print no assembly for it.
     env = dict(os.environ, NUMBA_DUMP_ASSEMBLY="1", CBRTGRAD_CACHE="0", **dict(env_extra))
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -76,14 +129,6 @@ def _assembly(
     return tuple(re.split(r"-{5,}ASSEMBLY ", done.stdout))
 
 
-def _wrapper_asm(env_extra: dict[str, str]) -> list[str]:
-    sections = _assembly(tuple(sorted(env_extra.items())))
-    # In compile order: the forward's own loops (float32, float64), the
-    # gradient's own loops (float32, float64), then the user's loop.
-    loops = ("forward_loop_f", "grad_loop_f", "ufunc_wrapper")
-    return [s for s in sections if s.startswith(loops)]
-
-
 def _widest_register(text: str) -> int:
     for bits, register in ((512, "zmm"), (256, "ymm"), (128, "xmm")):
         if re.search(rf"%{register}\d+", text):
@@ -93,17 +138,15 @@ def _widest_register(text: str) -> int:
 
 @pytest.mark.skipif(not _has_avx512(), reason="needs an AVX-512 CPU")
 def test_kernels_use_512_bit_vectors_and_other_numba_code_keeps_its_default():
-    wrappers = _wrapper_asm({})
-    # four kernel loops, then the user's loop compiled after them
-    assert len(wrappers) == 5
-    for text in wrappers[:4]:
-        assert re.search(r"%zmm\d+", text), "kernel loop is not 512-bit"
+    for name, text in _kernel_loop_assembly().items():
+        assert re.search(r"%zmm\d+", text), f"{name} is not 512-bit"
+    # A user's loop compiled after the kernels were built in this process.
     # NOTE: numba's own default differs between AVX-512 CPUs: LLVM's tuning
     # of Intel's (skx, icelake, ...) prefers 256-bit vectors, AMD Zen 4's does
     # not. So the user's loop is compared with the same loop compiled in a
-    # process that never compiled a cbrtgrad kernel.
-    (default,) = [s for s in _assembly((), _USER_LOOP_ALONE) if s.startswith("ufunc_wrapper")]
-    assert _widest_register(wrappers[4]) == _widest_register(default) > 0
+    # process that never imported cbrtgrad.
+    here, alone = _user_loop_assembly_here(), _user_loop_assembly_alone()
+    assert _widest_register(here) == _widest_register(alone) > 0
 
 
 @pytest.mark.skipif(not _has_avx512(), reason="needs an AVX-512 CPU")
@@ -225,5 +268,5 @@ def test_loop_shape_never_exceeds_the_cpus_vectors(cpu, features, machine, isa, 
 @pytest.mark.skipif(_has_avx512(), reason="checks a CPU without AVX-512")
 def test_no_512_bit_instructions_without_avx512():
     # On AVX2 (or older) CPUs every kernel loop is 256 bits or narrower.
-    for text in _wrapper_asm({}):
+    for text in (*_kernel_loop_assembly().values(), _user_loop_assembly_here()):
         assert not re.search(r"%zmm\d+", text)
