@@ -32,7 +32,7 @@ import numba.cuda.dispatcher as dispatcher
 # NOTE: a device-function compile asks numba-cuda for the current device's
 # compute capability; there is no GPU here, so stand one in.
 dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=(9, 0))
-from numba.cuda.compiler import compile_cuda
+from numba.cuda.compiler import _compile_pyfunc_with_fixup
 from numba import cuda, types
 from cbrtgrad.kernels import cuda as kernels
 out = {}
@@ -46,9 +46,12 @@ for name, compute, inputs, scalar_g in [
 ]:
     fn = kernels.python_kernel(name, compute, inputs, scalar_g=scalar_g)
     sig = kernels.signature(name, compute, inputs)
-    ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
-    cres = compile_cuda(fn, types.void, sig.args, cc=(9, 0), nvvm_options={"opt": 3})
-    ir = "\n".join(str(m) for m in cres.library.modules)
+    # One compile for both: the LLVM IR handed to libNVVM (the kernel and
+    # every device function it links) and the PTX libNVVM makes of it, as
+    # cuda.compile_ptx compiles it (a kernel, numba's ABI, optimised).
+    library, _ = _compile_pyfunc_with_fixup(fn, sig, device=False, cc=(9, 0), abi="numba")
+    ir = "\n".join(str(m) for m in library.modules)
+    (ptx,) = library.get_asm_strs(cc=(9, 0))
     key = f"{name}_{compute}_{'_'.join(map(str, inputs))}" + ("_scalar_g" if scalar_g else "")
     out[key] = {"ptx": ptx, "ir": ir}
 # The float32 forward's common path alone, as a kernel of its own.
