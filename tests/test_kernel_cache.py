@@ -135,10 +135,14 @@ def test_cache_off_compiles_and_writes_nothing(tmp_path):
     assert not (tmp_path / "cbrtgrad").exists()
 
 
-#: Waits for the go file, then runs _CALL's work, so that all start at once.
+#: Imports (compiling nothing: cbrtgrad compiles on first use), says it is
+#: ready, waits for the go file, then runs _CALL's work, so that all start at once.
 _RACER = (
     """
 import os, sys, time
+import numpy, cbrtgrad
+from cbrtgrad.kernels import blocks
+open(sys.argv[3], "w").close()
 go = sys.argv[2]
 while not os.path.exists(go):
     time.sleep(0.005)
@@ -148,18 +152,24 @@ while not os.path.exists(go):
 
 
 def _race(cache: Path, dtypes: list[str], go: Path) -> list[dict]:
+    ready = [go.with_name(f"ready-{number}") for number in range(len(dtypes))]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _RACER, dtype, str(go)],
+            [sys.executable, "-c", _RACER, dtype, str(go), str(flag)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=_env(cache),
             cwd=ROOT,
         )
-        for dtype in dtypes
+        for dtype, flag in zip(dtypes, ready, strict=True)
     ]
-    time.sleep(2.0)  # let the interpreters start and import before the go
+    # The go once every interpreter has started and imported (or one has died).
+    deadline = time.monotonic() + 120
+    while not all(flag.exists() for flag in ready):
+        if any(proc.poll() is not None for proc in procs) or time.monotonic() > deadline:
+            break
+        time.sleep(0.005)
     go.touch()
     results = []
     for proc in procs:
@@ -168,6 +178,8 @@ def _race(cache: Path, dtypes: list[str], go: Path) -> list[dict]:
         assert proc.returncode == 0, err[-2000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
     go.unlink()
+    for flag in ready:
+        flag.unlink()
     return results
 
 
