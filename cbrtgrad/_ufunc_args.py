@@ -240,7 +240,7 @@ def unaliased(inputs: tuple[Any, ...], out: Any) -> tuple[Any, ...]:
     for ``a[1:]``), as it assumes each element is read before it is written,
     in order. The ``cpu`` backend's inner loops take that case themselves
     (kernels/ufunc_loops.py) and skip this function
-    (``takes_overlapping_out``); the other backends need it.
+    (``ufunc_out``); the other backends need it.
     """
     if type(out) is not np.ndarray:
         return inputs

@@ -98,6 +98,19 @@ def _half_out(
     return out
 
 
+def _numpy_takes(chosen: Any, out: Any, where: Any) -> bool:
+    """Whether numpy's ufunc machinery takes this ``out=`` for the backend ``chosen``.
+
+    A plain ndarray ``out`` of a call without ``where=``, on a backend whose
+    kernels are numpy ufuncs (``ufunc_out``: the ``cpu`` backend): numpy
+    checks it (its type, a shape the operands broadcast to, a dtype the
+    result casts to, writable) and gives its answer for any overlap with
+    the inputs, so the api does neither; where numpy refuses it,
+    ``check_out`` words the error as for every other backend.
+    """
+    return where is True and type(out) is np.ndarray and getattr(chosen, "ufunc_out", False)
+
+
 def _half_target(out: Any, *args: Any) -> Any:
     """``out`` when the call writes a half-precision ``out=`` (a tuple of one unwrapped), else None.
 
@@ -294,7 +307,7 @@ def cbrt(
         half_out = _half_target(out, x)
         if half_out is not None:
             return _half_out(cbrt, (x,), half_out, check_where(where), backend, dtype)
-    if (not plain or out is not None) and _has_subclass(x, out):
+    if (not plain or (out is not None and type(out) is not np.ndarray)) and _has_subclass(x, out):
         kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
         return _subclass_result(cbrt, (x,), kwargs)
     compute = _dtypes.compute_dtype_of(x, dtype=dtype)
@@ -302,10 +315,17 @@ def cbrt(
         where = check_where(where)
     x = _as_compute(x, compute)
     chosen = _registry.resolve(backend, x)
-    if out is not None:
-        out = check_out(out, (x,), compute, where)
-        if not getattr(chosen, "takes_overlapping_out", False):
-            (x,) = unaliased((x,), out)
+    if out is None:
+        return chosen.cube_root(x, where=where, dtype=compute)
+    if _numpy_takes(chosen, out, where):
+        try:
+            return chosen.cube_root(x, out=out, dtype=compute)
+        except (TypeError, ValueError):
+            check_out(out, (x,), compute)  # cbrtgrad's words for what numpy refused
+            raise
+    out = check_out(out, (x,), compute, where)
+    if not getattr(chosen, "ufunc_out", False):
+        (x,) = unaliased((x,), out)
     return chosen.cube_root(x, out=out, where=where, dtype=compute)
 
 
@@ -356,7 +376,9 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
         half_out = _half_target(out, g, y)
         if half_out is not None:
             return _half_out(cbrt_grad, (g, y), half_out, check_where(where), backend)
-    if (not plain or out is not None) and _has_subclass(g, y, out):
+    if (not plain or (out is not None and type(out) is not np.ndarray)) and _has_subclass(
+        g, y, out
+    ):
         kwargs = {"out": out, "where": where, "backend": backend}
         return _subclass_result(cbrt_grad, (g, y), kwargs)
     compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
@@ -364,10 +386,17 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
         where = check_where(where)
     g, y = _as_compute(g, compute), _as_compute(y, compute)
     chosen = _registry.resolve(backend, y, g)
-    if out is not None:
-        out = check_out(out, (g, y), compute, where)
-        if not getattr(chosen, "takes_overlapping_out", False):
-            g, y = unaliased((g, y), out)
+    if out is None:
+        return chosen.cube_root_grad(g, y, where=where, dtype=compute)
+    if _numpy_takes(chosen, out, where):
+        try:
+            return chosen.cube_root_grad(g, y, out=out, dtype=compute)
+        except (TypeError, ValueError):
+            check_out(out, (g, y), compute)  # cbrtgrad's words for what numpy refused
+            raise
+    out = check_out(out, (g, y), compute, where)
+    if not getattr(chosen, "ufunc_out", False):
+        g, y = unaliased((g, y), out)
     return chosen.cube_root_grad(g, y, out=out, where=where, dtype=compute)
 
 

@@ -121,3 +121,32 @@ def test_fused_out_must_be_a_pair_of_the_right_shape():
         cg.cbrt_and_grad(np.ones(3), np.ones(3), out=(np.empty(3), np.empty(2)))
     with pytest.raises(ValueError, match="x and g could not be broadcast"):
         cg.cbrt_and_grad(np.ones(3), np.ones(2))
+
+
+@pytest.mark.parametrize("backend", ["cpu", None])
+def test_an_out_numpy_refuses_is_worded_as_for_every_backend(backend):
+    # The cpu backend's out= goes to numpy's ufunc machinery unchecked
+    # (api._numpy_takes); what numpy refuses gets cbrtgrad's words.
+    x, g = np.ones(3), np.full(3, 3.0)
+    read_only = np.empty(3)
+    read_only.flags.writeable = False
+    refused = [
+        (np.empty(4), ValueError, r"out has shape \(4,\); the operands broadcast to \(3,\)"),
+        (np.empty(3, np.int64), TypeError, "cannot write a float64 result into out of dtype int64"),
+        (read_only, ValueError, "out is read-only"),
+    ]
+    for out, error, message in refused:
+        with pytest.raises(error, match=message):
+            cg.cbrt(x, out=out, backend=backend)
+        with pytest.raises(error, match=message):
+            cg.cbrt_grad(g, x, out=out, backend=backend)
+    # What numpy takes, as before: the operands broadcast up to out's shape,
+    # a same-kind cast into float32, out=x in place.
+    wide = np.empty((2, 3))
+    assert cg.cbrt(np.full(3, 8.0), out=wide, backend=backend) is wide
+    assert (wide == 2.0).all()
+    narrow = np.empty(3, np.float32)
+    assert cg.cbrt_grad(g, x, out=narrow, backend=backend) is narrow
+    assert (narrow == 1.0).all()
+    y = np.full(3, 27.0)
+    assert cg.cbrt(y, out=y, backend=backend) is y and (y == 3.0).all()

@@ -124,6 +124,29 @@ def auto_choice(x: Any) -> Backend:
     >>> auto_choice(np.ones(2_000_000, np.float16)).name
     'parallel'
     """
+    if type(x) is np.ndarray:
+        # NOTE: hot path (every small call): for a plain ndarray the rules
+        # read only its dtype (accelerate), whether it is large (parallel)
+        # and the settings, so the table's answer is kept for the pair, as
+        # long as the settings are the same object (they are parsed anew only
+        # when the environment is read again).
+        settings = _config.settings()
+        if _HOST_CHOICES.get("settings") is not settings:
+            _HOST_CHOICES.clear()
+            _HOST_CHOICES["settings"] = settings
+        key = (x.dtype, x.size >= settings.parallel_min_size)
+        found = _HOST_CHOICES.get(key)
+        if found is None:
+            found = _HOST_CHOICES[key] = _first_rule(x)
+        return found  # type: ignore[no-any-return]
+    return _first_rule(x)
+
+
+#: The table's answer for plain ndarrays, by (dtype, large), and the settings it holds for.
+_HOST_CHOICES: dict[Any, Any] = {}
+
+
+def _first_rule(x: Any) -> Backend:
     for rule in RULES:
         if rule.platform is not None and sys.platform != rule.platform:
             continue

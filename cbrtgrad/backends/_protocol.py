@@ -53,13 +53,16 @@ class Backend(Protocol):
     (the ``parallel`` backend does).
     It is not part of the protocol: backends without it get numpy's.
 
-    A backend whose ``cube_root`` and ``cube_root_grad`` give numpy's answer
-    for any overlap of ``out`` with the inputs may set
-    ``takes_overlapping_out = True`` (the ``cpu`` backend: numpy's ufunc
-    machinery copies what its in-order loops could not take, and the inner
-    loops take the rest, ``kernels/ufunc_loops.py``); every other
-    backend is given inputs that do not overlap ``out`` (the api copies them
-    first, ``cbrtgrad._ufunc_args.unaliased``).
+    A backend whose ``cube_root`` and ``cube_root_grad`` hand ``out`` to
+    numpy's ufunc machinery may set ``ufunc_out = True`` (the ``cpu``
+    backend): numpy checks it (type, shape, casting, writable) and gives its
+    answer for any overlap with the inputs (it copies what its in-order
+    loops could not take, and the inner loops take the rest,
+    ``kernels/ufunc_loops.py``), so the api neither checks it first nor
+    copies the inputs; where numpy refuses an ``out``, the api's check words
+    the error as for every backend. Every other backend gets an ``out``
+    checked by the api and inputs that do not overlap it
+    (``cbrtgrad._ufunc_args.unaliased``).
 
     Examples
     --------

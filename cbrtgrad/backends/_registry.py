@@ -161,7 +161,15 @@ def resolve(backend: Any, x: Any, *others: Any) -> Backend:
     >>> resolve("parallel", np.ones(4), da.ones(4, chunks=2))
     DaskBlocks('parallel')
     """
-    if others or type(x) is not np.ndarray:  # NOTE: hot path: one ndarray is never dask
+    # NOTE: hot path: plain ndarrays are never dask arrays (a loop, not a
+    # generator: this runs on every call).
+    plain = type(x) is np.ndarray
+    if plain:
+        for value in others:
+            if type(value) is not np.ndarray:
+                plain = False
+                break
+    if not plain:
         for value in (x, *others):
             if type(value) is not np.ndarray and is_dask_array(value):
                 return _dask_blocks(backend, value)

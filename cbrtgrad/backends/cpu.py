@@ -9,8 +9,12 @@ import numpy as np
 from .. import _dtypes
 from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
+from ..kernels.cpu_ufuncs import SERIAL_BLOCK
 from ._layout import call_ufunc, fused_outputs
 from ._protocol import Availability
+
+#: The compute dtypes the kernels have loops for (native byte order).
+_NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class CpuBackend:
@@ -18,11 +22,13 @@ class CpuBackend:
 
     name = "cpu"
 
-    #: Any overlap of ``out`` with the inputs gives numpy's answer: numpy
-    #: copies an input its in-order loop could not take, and the inner loops
-    #: take the overlaps numpy leaves them (kernels/ufunc_loops.py), so the
-    #: api does not copy first (``unaliased``, about 0.9 us a call).
-    takes_overlapping_out = True
+    #: ``out=`` goes to numpy's ufunc machinery, which checks it and gives
+    #: numpy's answer for any overlap with the inputs (it copies an input its
+    #: in-order loop could not take, and the inner loops take the overlaps
+    #: numpy leaves them, kernels/ufunc_loops.py): the api neither checks it
+    #: first nor copies (``check_out`` and ``unaliased``, about 0.4 and 0.9
+    #: us a call).
+    ufunc_out = True
 
     def __init__(self) -> None:
         #: ``{dtype: ufunc}`` once a call has compiled or loaded them.
@@ -46,7 +52,7 @@ class CpuBackend:
             forward = self._forward.get(x.dtype)
             if forward is None:
                 forward = self._forward[x.dtype] = cpu_kernels.ufunc("cube_root", x.dtype)
-            return forward(x, out=out)
+            return forward(x) if out is None else forward(x, out=out)
         compute = _dtypes.compute_dtype_of(x, dtype=dtype)
         forward = cpu_kernels.ufunc("cube_root", compute)
         return call_ufunc(forward, x, out=out, where=where, dtype=compute)
@@ -61,7 +67,7 @@ class CpuBackend:
             gradient = self._gradient.get(y.dtype)
             if gradient is None:
                 gradient = self._gradient[y.dtype] = cpu_kernels.ufunc("cube_root_grad", y.dtype)
-            return gradient(g, y, out=out)
+            return gradient(g, y) if out is None else gradient(g, y, out=out)
         compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
         gradient = cpu_kernels.ufunc("cube_root_grad", compute)
         return call_ufunc(gradient, g, y, out=out, where=where, dtype=compute)
@@ -69,10 +75,27 @@ class CpuBackend:
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
     ) -> tuple[Any, Any]:
+        if (
+            out is None
+            and type(x) is np.ndarray
+            and type(g) is np.ndarray
+            and x.dtype is g.dtype
+            and x.dtype in _NATIVE
+            and (dtype is None or dtype is x.dtype)
+            and x.shape == g.shape
+            and 0 < x.ndim
+            and x.size <= SERIAL_BLOCK
+        ):
+            # NOTE: hot path (small calls): one block of the fused kernel is
+            # its two ufuncs (fused_blocks), and numpy's machinery takes the
+            # arrays as they are, any strides: the same bits without the
+            # layout work below. (A 0-d pair stays arrays, as below: a ufunc
+            # would return scalars.)
+            forward, gradient = self._pair(x.dtype)
+            y = forward(x)
+            return y, gradient(g, y)
         x, g, y, dx, flat = fused_outputs(x, g, out, dtype)
-        ufuncs = cpu_kernels.CpuUfuncs(
-            cpu_kernels.ufunc("cube_root", y.dtype), cpu_kernels.ufunc("cube_root_grad", y.dtype)
-        )
+        ufuncs = cpu_kernels.CpuUfuncs(*self._pair(y.dtype))
         if flat is None:
             # Layouts that cannot be flattened without a copy: two ufunc passes.
             ufuncs.cube_root(x, out=y)
@@ -80,3 +103,13 @@ class CpuBackend:
         else:
             cpu_kernels.fused_blocks(ufuncs, *flat)
         return y, dx
+
+    def _pair(self, dtype: np.dtype) -> tuple[np.ufunc, np.ufunc]:
+        # The forward and gradient ufuncs of one compute dtype, kept once built.
+        forward = self._forward.get(dtype)
+        if forward is None:
+            forward = self._forward[dtype] = cpu_kernels.ufunc("cube_root", dtype)
+        gradient = self._gradient.get(dtype)
+        if gradient is None:
+            gradient = self._gradient[dtype] = cpu_kernels.ufunc("cube_root_grad", dtype)
+        return forward, gradient
