@@ -34,6 +34,12 @@ __all__ = ["cbrt", "cbrt_and_grad", "cbrt_grad", "check_out", "check_where", "un
 
 _NO_OVERRIDE = object()
 
+#: The compute dtypes (native float32, float64), each mapped to itself.
+_NATIVE: dict[np.dtype[Any], np.dtype[Any]] = {
+    np.dtype(np.float32): np.dtype(np.float32),
+    np.dtype(np.float64): np.dtype(np.float64),
+}
+
 
 def _override(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     # NEP-18 style: the first argument whose type defines the hook decides.
@@ -310,10 +316,13 @@ def cbrt(
     if (not plain or (out is not None and type(out) is not np.ndarray)) and _has_subclass(x, out):
         kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
         return _subclass_result(cbrt, (x,), kwargs)
-    compute = _dtypes.compute_dtype_of(x, dtype=dtype)
+    # NOTE: hot path: a plain array of a compute dtype computes in it, as it is.
+    compute = _NATIVE.get(x.dtype) if plain and dtype is None else None
+    if compute is None:
+        compute = _dtypes.compute_dtype_of(x, dtype=dtype)
+        x = _as_compute(x, compute)
     if where is not True:
         where = check_where(where)
-    x = _as_compute(x, compute)
     chosen = _registry.resolve(backend, x)
     if out is None:
         return chosen.cube_root(x, where=where, dtype=compute)
@@ -381,10 +390,13 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
     ):
         kwargs = {"out": out, "where": where, "backend": backend}
         return _subclass_result(cbrt_grad, (g, y), kwargs)
-    compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
+    # NOTE: hot path: plain arrays of one compute dtype compute in it, as they are.
+    compute = _NATIVE.get(y.dtype) if plain and g.dtype is y.dtype else None
+    if compute is None:
+        compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
+        g, y = _as_compute(g, compute), _as_compute(y, compute)
     if where is not True:
         where = check_where(where)
-    g, y = _as_compute(g, compute), _as_compute(y, compute)
     chosen = _registry.resolve(backend, y, g)
     if out is None:
         return chosen.cube_root_grad(g, y, where=where, dtype=compute)
@@ -437,8 +449,11 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
     if (not plain or out is not None) and _has_subclass(x, g, out):
         result = _subclass_result(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
         return result  # type: ignore[no-any-return]
-    compute = _dtypes.compute_dtype_of(x, g, argument="x, g")
-    x, g = _as_compute(x, compute), _as_compute(g, compute)
+    # NOTE: hot path: plain arrays of one compute dtype compute in it, as they are.
+    compute = _NATIVE.get(x.dtype) if plain and x.dtype is g.dtype else None
+    if compute is None:
+        compute = _dtypes.compute_dtype_of(x, g, argument="x, g")
+        x, g = _as_compute(x, compute), _as_compute(g, compute)
     chosen = _registry.resolve(backend, x, g)
     if out is not None and _fused_aliasing(x, g, out):
         # As numpy's ufuncs: every input read before any output is written,

@@ -125,21 +125,32 @@ def auto_choice(x: Any) -> Backend:
     'parallel'
     """
     if type(x) is np.ndarray:
-        # NOTE: hot path (every small call): for a plain ndarray the rules
-        # read only its dtype (accelerate), whether it is large (parallel)
-        # and the settings, so the table's answer is kept for the pair, as
-        # long as the settings are the same object (they are parsed anew only
-        # when the environment is read again).
-        settings = _config.settings()
-        if _HOST_CHOICES.get("settings") is not settings:
-            _HOST_CHOICES.clear()
-            _HOST_CHOICES["settings"] = settings
-        key = (x.dtype, x.size >= settings.parallel_min_size)
-        found = _HOST_CHOICES.get(key)
-        if found is None:
-            found = _HOST_CHOICES[key] = _first_rule(x)
-        return found  # type: ignore[no-any-return]
+        return plain_array_choice(x, _config.settings())
     return _first_rule(x)
+
+
+def plain_array_choice(x: np.ndarray, settings: Any) -> Backend:
+    """:func:`auto_choice` for a plain ndarray ``x`` under ``settings`` (``_config.settings()``).
+
+    NOTE: hot path (every small call): for a plain ndarray the rules read
+    only its dtype (accelerate), whether it is large (parallel) and the
+    settings, so the table's answer is kept per (dtype, large), as long as
+    the settings are the same object (parsed anew only when the environment
+    is read again).
+
+    Examples
+    --------
+    >>> plain_array_choice(np.ones(3), _config.settings()).name
+    'cpu'
+    """
+    if _HOST_CHOICES.get("settings") is not settings:
+        _HOST_CHOICES.clear()
+        _HOST_CHOICES["settings"] = settings
+    key = (x.dtype, x.size >= settings.parallel_min_size)
+    found = _HOST_CHOICES.get(key)
+    if found is None:
+        found = _HOST_CHOICES[key] = _first_rule(x)
+    return found  # type: ignore[no-any-return]
 
 
 #: The table's answer for plain ndarrays, by (dtype, large), and the settings it holds for.

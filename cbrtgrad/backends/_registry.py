@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _config
 from .._array_kinds import is_dask_array
-from ._auto import auto_choice, describe_auto_choice
+from ._auto import auto_choice, describe_auto_choice, plain_array_choice
 from ._catalog import AUTO, BackendUnavailableError, availability, available, get_backend, known
 from ._protocol import Backend
 from .dask_blocks import DaskBlocks
@@ -177,7 +177,10 @@ def resolve(backend: Any, x: Any, *others: Any) -> Backend:
         selected = _selected.get() if backend is None else AUTO
         from_environment = selected is None
         if selected is None:
-            selected = _config.settings().backend  # parsed: stripped, lower case
+            settings = _config.settings()
+            selected = settings.backend  # parsed: stripped, lower case
+            if plain and selected == AUTO:
+                return plain_array_choice(x, settings)  # NOTE: hot path
         # Both sources hold normalised names (use_backend stores AUTO or a
         # backend's own name), so a plain comparison is enough.
         if selected == AUTO:
