@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _dtypes, _half
 from ._array_kinds import is_dask_array, is_device_array
+from ._dtypes import _NATIVE  # NOTE: looked up directly on the hot path (_dtypes.native)
 from ._ufunc_args import (
     check_fused_out,
     check_out,
@@ -33,12 +34,6 @@ from .backends import _registry
 __all__ = ["cbrt", "cbrt_and_grad", "cbrt_grad", "check_out", "check_where", "unaliased"]
 
 _NO_OVERRIDE = object()
-
-#: The compute dtypes (native float32, float64), each mapped to itself.
-_NATIVE: dict[np.dtype[Any], np.dtype[Any]] = {
-    np.dtype(np.float32): np.dtype(np.float32),
-    np.dtype(np.float64): np.dtype(np.float64),
-}
 
 
 def _override(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

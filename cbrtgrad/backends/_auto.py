@@ -143,18 +143,20 @@ def plain_array_choice(x: np.ndarray, settings: Any) -> Backend:
     >>> plain_array_choice(np.ones(3), _config.settings()).name
     'cpu'
     """
-    if _HOST_CHOICES.get("settings") is not settings:
+    if _HOST_SETTINGS[0] is not settings:
         _HOST_CHOICES.clear()
-        _HOST_CHOICES["settings"] = settings
+        _HOST_SETTINGS[0] = settings
     key = (x.dtype, x.size >= settings.parallel_min_size)
     found = _HOST_CHOICES.get(key)
     if found is None:
         found = _HOST_CHOICES[key] = _first_rule(x)
-    return found  # type: ignore[no-any-return]
+    return found
 
 
-#: The table's answer for plain ndarrays, by (dtype, large), and the settings it holds for.
-_HOST_CHOICES: dict[Any, Any] = {}
+#: The table's answer for plain ndarrays, by (dtype, large) ...
+_HOST_CHOICES: dict[tuple[np.dtype, bool], Backend] = {}
+#: ... under these settings.
+_HOST_SETTINGS: list[Any] = [None]
 
 
 def _first_rule(x: Any) -> Backend:

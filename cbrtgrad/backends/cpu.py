@@ -13,9 +13,6 @@ from ..kernels.cpu_ufuncs import SERIAL_BLOCK
 from ._layout import call_ufunc, fused_outputs
 from ._protocol import Availability
 
-#: The compute dtypes the kernels have loops for (native byte order).
-_NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
-
 
 class CpuBackend:
     """Single-thread numpy ufuncs around cbrtgrad's numba block loops (correctly rounded)."""
@@ -80,7 +77,7 @@ class CpuBackend:
             and type(x) is np.ndarray
             and type(g) is np.ndarray
             and x.dtype is g.dtype
-            and x.dtype in _NATIVE
+            and _dtypes.native(x.dtype) is not None
             and (dtype is None or dtype is x.dtype)
             and x.shape == g.shape
             and 0 < x.ndim
