@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._array_kinds import is_dask_array, is_device_array
+from .._namespaces import device, is_numba_device_array, library_dtype, namespace
 from .._ufunc_args import broadcast_shape, check_out
 from ._catalog import get_backend as _backend
 from ._protocol import Availability
@@ -387,7 +388,11 @@ def _meta(values: Any, ndim: int, compute: np.dtype) -> Any:
     for value in values:
         meta = getattr(value, "_meta", None) if is_dask_array(value) else None
         if meta is not None and is_device_array(meta):
-            from .device_math import namespace
+            shape = (0,) * ndim
+            if is_numba_device_array(meta):  # numba has no array API namespace
+                from numba import cuda
 
-            return namespace(meta).zeros((0,) * ndim, compute, meta)
+                return cuda.device_array(shape, compute)
+            xp = namespace(meta)
+            return xp.zeros(shape, dtype=library_dtype(xp, compute), device=device(meta))
     return np.empty((0,) * ndim, compute)

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from .. import _dtypes, _half, api
-from .._array_kinds import is_dask_array, is_device_array
+from .._array_kinds import is_dask_array
 from ..backends import _registry
 from . import grad_mode
-from .device import DeviceArray, check_one_side, raw, wrap
+from .array_api import StandardArray, check_one_side, kernel_input, raw
 from .node import Node
 from .op_table import routes
 from .ops import _operand
@@ -37,15 +37,26 @@ _grad_enabled = grad_mode.grad_enabled
 def _gradient(backend: Any, g: Any, y: Any) -> Any:
     # The backends take host inputs already in the compute dtype (float32 or
     # float64), which is decided here as the api decides it; device arrays
-    # go to the backend as the library's own arrays, and come back wrapped.
-    if type(g) is DeviceArray and g.is_lazy_broadcast and g.shape == y.shape:
-        # One value broadcast (a sum's gradient): the kernel reads it once
-        # per thread, and the broadcast is never made into an array.
-        g = g.one
-    g, y = raw(g), raw(y)
+    # go to the backend as the library's own arrays, host arrays of other
+    # libraries as numpy views, and the result comes back in y's library.
+    if type(y) is StandardArray:
+        like = y
+        if type(g) is StandardArray and g.is_lazy_broadcast and g.shape == y.shape and y.on_device:
+            # One value broadcast (a sum's gradient): the kernel reads it once
+            # per thread, and the broadcast is never made into an array.
+            g = g.one
+            if like._numba:  # the user's kind, as y is given to the backend
+                from numba import cuda
+
+                g = cuda.as_cuda_array(g)
+        g, y = kernel_input(g), y.kernel_input()
+        compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
+        if like.on_device:
+            return like.from_kernel(backend.cube_root_grad(g, y, dtype=compute))
+        g, y = np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
+        return like.from_kernel(backend.cube_root_grad(g, y, dtype=compute))
+    g = raw(g)
     compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
-    if is_device_array(y):
-        return wrap(backend.cube_root_grad(g, y, dtype=compute))
     if not (is_dask_array(g) or is_dask_array(y)):  # dask casts inside each chunk's task
         g, y = np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
     return backend.cube_root_grad(g, y, dtype=compute)
@@ -89,11 +100,9 @@ class CubeRootBackward(Node):
     @staticmethod
     def forward(backend: Any, x: Any, *, dtype: Any = None) -> Any:
         """``backend.cube_root`` in the compute dtype of ``x``."""
-        if type(x) is np.ndarray:
-            dt = x.dtype
-        else:  # a device array goes to the backend as the library's own
-            dt = _dtypes.dtype_of(x)
-            x = raw(x)
+        if type(x) is StandardArray:  # the backend takes it as kernel_input gives it
+            return x.from_kernel(CubeRootBackward.forward(backend, x.kernel_input(), dtype=dtype))
+        dt = x.dtype if type(x) is np.ndarray else _dtypes.dtype_of(x)
         if dtype is None:
             if dt in _NATIVE:
                 # NOTE: hot path: a native dtype, no keyword (the backend's fast case).
@@ -176,7 +185,7 @@ class CubeRootBackward(Node):
             return (_record_grad(g, yt, self.backend),)
         # The fast kernel, from the saved output; the cube root is never re-run.
         dt = y.dtype
-        if g.dtype != dt or dt not in _NATIVE or type(y) is DeviceArray:
+        if g.dtype != dt or dt not in _NATIVE or type(y) is StandardArray:
             # NOTE: hot path: one native dtype on the host, no call.
             return (_gradient(self.backend, g, y),)
         return (self.backend.cube_root_grad(g, y),)
@@ -209,7 +218,9 @@ class CubeRootGradBackward(Node):
     @staticmethod
     def forward(backend: Any, g: Any, y: Any) -> Any:
         """``backend.cube_root_grad`` (both inputs of one native dtype: see :func:`cbrt_grad`)."""
-        return backend.cube_root_grad(raw(g), raw(y))
+        if type(y) is StandardArray:
+            return y.from_kernel(backend.cube_root_grad(kernel_input(g), y.kernel_input()))
+        return backend.cube_root_grad(g, y)
 
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
@@ -253,7 +264,10 @@ def cbrt(
         requested = _dtypes.requested_dtype(dtype)
         if requested != x.dtype:
             x = cast(x, requested)
-    chosen = _registry.resolve(backend, raw(x._data))
+    data = x._data  # NOTE: hot path: a numpy array, no call
+    chosen = _registry.resolve(
+        backend, data if type(data) is not StandardArray else kernel_input(data)
+    )
     if out is None and where is True:
         if _half.is_half(x.dtype) and CubeRootBackward.schema.amp_policy is AmpPolicy.FORCE_FP32:
             # The one dtype rule (cbrtgrad._dtypes): half precision is computed
@@ -270,11 +284,14 @@ def cbrt(
     where = api.check_where(where)
     compute = _dtypes.compute_dtype_of(x._data)
     data = x._data if x.dtype == compute or is_dask_array(x._data) else x._data.astype(compute)
-    data = raw(data)
+    like = data if type(data) is StandardArray else None
+    data = kernel_input(data)
     if out is None:
         y = chosen.cube_root(data, where=where, dtype=compute)
-        if not (type(y) is np.ndarray or is_dask_array(y)):
-            y = wrap(y) if is_device_array(y) else np.asarray(y)
+        if like is not None:
+            y = like.from_kernel(y)
+        elif not (type(y) is np.ndarray or is_dask_array(y)):
+            y = np.asarray(y)
         return Tensor._make(y, None)
     if type(out) is not Tensor:
         raise TypeError(f"cbrtgrad: out must be a Tensor, got {type(out).__name__}")
@@ -283,7 +300,7 @@ def cbrt(
         api.cbrt(x._data, out=out._data, where=where, backend=backend)
         out._version.value += 1
         return out
-    target = raw(out._data)
+    target = kernel_input(out._data)
     api.check_out(target, (data,), compute, where)
     (data,) = api.unaliased((data,), target)
     chosen.cube_root(data, out=target, where=where, dtype=compute)
@@ -309,7 +326,7 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
         raise TypeError("cbrtgrad: cbrt_grad on Tensors does not take out= or where=")
     g, y = _operand(g, "g"), _operand(y, "y")
     data = y._data if type(y) is Tensor else y
-    return _record_grad(g, y, _registry.resolve(backend, data))
+    return _record_grad(g, y, _registry.resolve(backend, kernel_input(data)))
 
 
 def _record_grad(g: Any, y: Any, backend: Any) -> Tensor:
@@ -324,7 +341,7 @@ def _in_dtype(value: Any, dtype: np.dtype) -> Any:
     """A Tensor cast (recorded) to ``dtype``, or a constant converted to it."""
     if type(value) is Tensor:
         return value if value.dtype == dtype else cast(value, dtype)
-    if type(value) is DeviceArray or is_dask_array(value):
+    if type(value) is StandardArray or is_dask_array(value):
         return value.astype(dtype, copy=False)
     return np.asarray(value, dtype=dtype)
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from .. import _dtypes
-from .._array_kinds import is_dask_array, is_device_array
+from .._array_kinds import is_dask_array
 from . import grad_mode
-from .device import raw
+from .array_api import is_standard_array, raw
 from .graph import grad_of
 from .tensor import Tensor, refuse_masked
 
@@ -43,7 +43,7 @@ def _prepare(arg: Any, index: int) -> tuple[Tensor, bool]:
             return arg, True  # nested inside another transformation: keep the graph
         return Tensor(arg, requires_grad=True), False  # a new leaf sharing arg's counter
     refuse_masked(arg, f"argument {index}")
-    array = arg if is_dask_array(arg) or is_device_array(arg) else np.asarray(arg)
+    array = arg if is_dask_array(arg) or is_standard_array(arg) else np.asarray(arg)
     dtype = _dtypes.dtype_of(array)
     if dtype.kind != "f":
         raise TypeError(

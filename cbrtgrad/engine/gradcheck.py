@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from . import grad_mode
-from .device import DeviceArray, raw, wrap
+from .array_api import StandardArray, raw, wrap
 from .graph import grad_of
 from .tensor import Tensor
 
@@ -37,7 +37,7 @@ def _as_inputs(inputs: Any) -> list[Tensor]:
     tensors = []
     for i, item in enumerate(items):
         array = item._data if isinstance(item, Tensor) else wrap(item)
-        if type(array) is not DeviceArray:
+        if type(array) is not StandardArray:
             array = np.asarray(array)
         if array.dtype != _F64:
             raise TypeError(
@@ -45,7 +45,7 @@ def _as_inputs(inputs: Any) -> list[Tensor]:
                 "(finite differences with eps=1e-6 need double precision)"
             )
         # A copy of each input, on its side: device inputs are checked on the device.
-        copy = array.copy() if type(array) is DeviceArray else np.array(array, copy=True)
+        copy = array.copy() if type(array) is StandardArray else np.array(array, copy=True)
         tensors.append(Tensor(copy, requires_grad=True))
     return tensors
 
@@ -53,13 +53,13 @@ def _as_inputs(inputs: Any) -> list[Tensor]:
 def _host(value: Any) -> np.ndarray:
     """Values in float64 on the host, for the Jacobians (gradcheck's explicit copy)."""
     value = wrap(value)
-    return value.to_host().astype(_F64) if type(value) is DeviceArray else np.array(value, _F64)
+    return value.to_host().astype(_F64) if type(value) is StandardArray else np.array(value, _F64)
 
 
 def _on_side_of(values: np.ndarray, like: Any) -> Any:
-    """Host ``values`` as ``like`` holds its data: on the device when it is a DeviceArray."""
-    if type(like) is DeviceArray:
-        return DeviceArray(like.xp.from_host(np.ascontiguousarray(values), like.raw), like.xp)
+    """Host ``values`` as ``like`` holds its data: on the device when it is a StandardArray."""
+    if type(like) is StandardArray:
+        return like.from_host(np.ascontiguousarray(values))
     return values
 
 
@@ -147,7 +147,7 @@ def gradcheck(
     # Numerical Jacobian, one column per input element.
     offset = 0
     for i, x in enumerate(xs):
-        on_device = type(x._data) is DeviceArray
+        on_device = type(x._data) is StandardArray
         flat = _host(x._data).reshape(-1) if on_device else x._data.reshape(-1)
         for m in range(x.size):
             original = flat[m]

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .._array_kinds import is_dask_array, is_device_array
+from .._array_kinds import is_dask_array
 from . import grad_mode
-from .device import DeviceArray, raw, wrap
+from .array_api import StandardArray, is_standard_array, raw, wrap
 from .node import Node
 from .op_table import routes
 from .recording import edge_of
@@ -36,7 +36,7 @@ def _all_finite(value: Any) -> bool:
     array = value._data if isinstance(value, Tensor) else value
     if isinstance(array, (np.ndarray, np.generic)) and array.dtype.kind in "fc":
         return bool(np.isfinite(array).all())
-    if type(array) is DeviceArray:
+    if type(array) is StandardArray:
         return array.all_finite()  # one flag copied (anomaly mode only)
     return True
 
@@ -48,7 +48,7 @@ def _check_anomaly(node: Node, g: Any, grads: tuple[Any, ...]) -> None:
         if gi is None or _all_finite(gi):
             continue
         array = gi._data if isinstance(gi, Tensor) else gi
-        array = array.to_host() if type(array) is DeviceArray else np.asarray(array)
+        array = array.to_host() if type(array) is StandardArray else np.asarray(array)
         index = tuple(int(k) for k in np.argwhere(~np.isfinite(array))[0])
         raise FloatingPointError(
             f"cbrtgrad: {type(node).__name__} returned a non-finite gradient ({array[index]}) "
@@ -159,7 +159,7 @@ def _seed(root: Tensor, gradient: Any, create_graph: bool) -> Any:
                 f"cbrtgrad: backward() without gradient= needs a tensor of one element; this "
                 f"one has shape {data.shape}: pass gradient= (an array of that shape)"
             )
-        if type(data) is DeviceArray:
+        if type(data) is StandardArray:
             seed: Any = data.full_like(1.0)
         else:
             seed = np.array(1, data.dtype)  # NOTE: hot path: cheaper than np.ones
@@ -169,15 +169,16 @@ def _seed(root: Tensor, gradient: Any, create_graph: bool) -> Any:
         refuse_masked(gradient, "gradient")
         lazy = isinstance(gradient, Tensor) or is_dask_array(gradient)
         seed = gradient if lazy else wrap(gradient)
-        if type(seed) is not DeviceArray and not lazy:
+        if type(seed) is not StandardArray and not lazy:
             seed = np.asarray(seed)
         seed_data = seed._data if isinstance(seed, Tensor) else seed
-        if (type(seed_data) is DeviceArray) != (type(data) is DeviceArray):
+        if (type(seed_data) is StandardArray) != (type(data) is StandardArray):
             sides = ("the tensor", "gradient")
-            on_device, on_host = sides if type(data) is DeviceArray else sides[::-1]
+            other, numpy = sides if type(data) is StandardArray else sides[::-1]
+            library = (data if type(data) is StandardArray else seed_data).library
             raise TypeError(
-                f"cbrtgrad: {on_device} is on the device and {on_host} on the host: pass a "
-                "gradient on the tensor's side"
+                f"cbrtgrad: {other} is a {library} array and {numpy} a numpy array: pass a "
+                "gradient of the tensor's library"
             )
         if seed.dtype.kind != "f":
             raise TypeError(f"cbrtgrad: gradient must have a float dtype, got {seed.dtype}")
@@ -207,7 +208,7 @@ def _as_grad(g: Any, t: Tensor, fresh: bool) -> Any:
     data = t._data
     if isinstance(g, Tensor):
         return g if g.dtype == data.dtype else g.astype(data.dtype)
-    if type(g) is DeviceArray:
+    if type(g) is StandardArray:
         if g.shape != data.shape:
             return g.broadcast_to(data.shape).astype(data.dtype, copy=False).raw
         if g.dtype != data.dtype:
@@ -254,7 +255,7 @@ def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_grap
                 leaf.grad = g
             elif isinstance(g, Tensor):
                 leaf.grad = (prev if isinstance(prev, Tensor) else Tensor(prev)) + g
-            elif is_device_array(g):  # the library's arrays, added on the device
+            elif is_standard_array(g):  # the library's arrays, added by the library
                 before = raw(prev._data if isinstance(prev, Tensor) else prev)
                 leaf.grad = raw(wrap(before) + wrap(g))
             else:
@@ -295,7 +296,7 @@ def grad_of(
             import dask.array as da
 
             zeros = da.zeros_like(t._data)
-        elif type(t._data) is DeviceArray:
+        elif type(t._data) is StandardArray:
             zeros = t._data.full_like(0.0)
             zeros = zeros if create_graph else zeros.raw
         else:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from .. import _dtypes
-from .._array_kinds import device_dtype, is_dask_array, is_device_array
-from .device import DeviceArray
+from .._array_kinds import is_dask_array
+from .array_api import StandardArray, is_standard_array
 from .node import Node
 from .op_table import routes
 from .recording import apply
@@ -35,17 +35,18 @@ def _operand(value: Any, name: str) -> Any:
     if is_dask_array(value):
         _dtypes.compute_dtype(value.dtype, name)
         return value
-    if is_device_array(value):  # a constant on the device (the op refuses host ones mixed in)
-        _dtypes.compute_dtype(device_dtype(value), name)
-        return DeviceArray(value)
+    if is_standard_array(value):  # another library's constant (the op refuses numpy's mixed in)
+        standard = StandardArray(value)
+        _dtypes.compute_dtype(standard.dtype, name)
+        return standard
     if isinstance(value, (np.ndarray, np.generic, list, tuple)):
         refuse_masked(value, name)
         array = np.asarray(value)
         _dtypes.compute_dtype(array.dtype, name)
         return array
     raise TypeError(
-        f"cbrtgrad: {name} must be a Tensor, an ndarray or a real scalar (or a dask or device "
-        f"array), got {type(value).__name__}"
+        f"cbrtgrad: {name} must be a Tensor, an ndarray or a real scalar (or a dask array, or "
+        f"another array API library's), got {type(value).__name__}"
     )
 
 

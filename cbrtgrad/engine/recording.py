@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from .. import _half
-from .._array_kinds import is_dask_array, is_device_array
+from .._array_kinds import is_dask_array
 from . import grad_mode
-from .device import DeviceArray
+from .array_api import StandardArray, is_standard_array
 from .node import Node, next_sequence_nr
 from .op_table import routes
 from .schema import AmpPolicy, OpSchema, Saves
@@ -82,14 +82,14 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
             else:
                 arrays.append(t)
         data = cls.forward(backend, *arrays, **params)
-    if type(data) is not np.ndarray and type(data) is not DeviceArray:
+    if type(data) is not np.ndarray and type(data) is not StandardArray:
         # NOTE: hot path: ndarray first, then the numpy scalars that reductions
         # return, and only then the dask and device probes (a backend's
         # result on the device comes back as the library's array).
-        if isinstance(data, np.generic) or not (is_dask_array(data) or is_device_array(data)):
+        if isinstance(data, np.generic) or not (is_dask_array(data) or is_standard_array(data)):
             data = np.asarray(data)
-        elif is_device_array(data):
-            data = DeviceArray(data)
+        elif is_standard_array(data):
+            data = StandardArray(data)
     if not record or not _grad_enabled():
         return Tensor._make(data, None)
     node = cls.__new__(cls)
@@ -144,7 +144,7 @@ class CastBackward(Node):
 
     @staticmethod
     def forward(backend: Any, a: Any, *, dtype: np.dtype) -> Any:
-        if type(a) is DeviceArray or is_dask_array(a):
+        if type(a) is StandardArray or is_dask_array(a):
             return a.astype(dtype)
         return np.asarray(a).astype(dtype)
 

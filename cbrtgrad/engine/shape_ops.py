@@ -19,7 +19,7 @@ from .. import _half
 from .._array_kinds import is_dask_array
 from ..backends import _registry
 from ..backends._protocol import SUM_MIN_SIZE
-from .device import DeviceArray
+from .array_api import StandardArray
 from .node import Node
 from .op_table import routes
 from .recording import apply, cast
@@ -53,7 +53,7 @@ class SumBackward(Node):
 
     @staticmethod
     def forward(backend: Any, a: Any, *, axis: Any, keepdims: Any) -> Any:
-        if type(a) is DeviceArray:
+        if type(a) is StandardArray:
             return a.sum(axis, keepdims=keepdims)  # float16 accumulates in float32 there too
         if type(a) is not np.ndarray and is_dask_array(a):
             return a.sum(axis=axis, keepdims=keepdims)  # dask has no ufunc.reduce
@@ -101,7 +101,7 @@ class MeanBackward(SumBackward):
 
     @staticmethod
     def forward(backend: Any, a: Any, *, axis: Any, keepdims: bool) -> Any:
-        if type(a) is DeviceArray:
+        if type(a) is StandardArray:
             return a.mean(axis, keepdims=keepdims)  # float16 accumulates in float32 there too
         if a.dtype.itemsize == 2 and _half.is_half(a.dtype):
             # NOTE: half precision accumulates in float32 (numpy does for
@@ -160,7 +160,7 @@ class BroadcastToBackward(ReshapeBackward):
 
     @staticmethod
     def forward(backend: Any, a: Any, *, shape: tuple[int, ...]) -> Any:
-        if type(a) is DeviceArray:
+        if type(a) is StandardArray:
             return a.broadcast_to(shape)
         return np.broadcast_to(a, shape)
 
@@ -278,7 +278,7 @@ def expand(g: Any, shape: tuple[int, ...], chunks: Any = None) -> Any:
         return g
     if isinstance(g, Tensor):
         return broadcast_to(g, shape)
-    if type(g) is DeviceArray:
+    if type(g) is StandardArray:
         return g.broadcast_to(shape)
     if chunks is not None or (type(g) is not np.ndarray and is_dask_array(g)):
         import dask.array as da

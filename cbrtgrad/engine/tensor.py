@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from .. import _dtypes
-from .._array_kinds import device_dtype, is_dask_array, is_device_array
+from .._array_kinds import is_dask_array
 from . import grad_mode
-from .device import DeviceArray, refuse_host_copy
+from .array_api import StandardArray, is_standard_array, refuse_host_copy
 from .op_table import API_OPS, METHODS, UFUNC_OPS
 from .operators import Operators
 from .versions import DataView, Version, alias, counter_of, write_target
@@ -40,7 +40,7 @@ def refuse_masked(value: Any, name: str) -> None:
 
 def tensor_data(value: Any, name: str) -> Any:
     """``value`` as a Tensor's data: an ndarray (no copy when it is one), a dask array,
-    or a device array (CuPy, PyTorch CUDA, numba: held as a :class:`DeviceArray`).
+    or a device array (CuPy, PyTorch CUDA, numba: held as a :class:`StandardArray`).
 
     A float, integer or bool dtype; anything else (and a masked array) is a
     ``TypeError`` naming ``name``.
@@ -50,11 +50,12 @@ def tensor_data(value: Any, name: str) -> Any:
         if is_dask_array(value):
             _dtypes.compute_dtype(value.dtype, name)
             return value
-        if type(value) is DeviceArray:
+        if type(value) is StandardArray:
             return value
-        if is_device_array(value):
-            _dtypes.compute_dtype(device_dtype(value), name)
-            return DeviceArray(value)
+        if is_standard_array(value):
+            array = StandardArray(value)
+            _dtypes.compute_dtype(array.dtype, name)
+            return array
         value = np.asarray(value)
     _dtypes.compute_dtype(value.dtype, name)
     return value
@@ -136,7 +137,7 @@ class Tensor(Operators):
 
     __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_version", "__weakref__")
 
-    _data: Any  # an ndarray, a dask array or a DeviceArray
+    _data: Any  # an ndarray, a dask array or a StandardArray
     _requires_grad: bool
     grad: Any
     grad_fn: Any  # a Node or None (node.py imports this module, not the reverse)
@@ -173,7 +174,7 @@ class Tensor(Operators):
         For dask data: the (lazy) dask array itself.
         """
         data = self._data
-        if type(data) is DeviceArray:
+        if type(data) is StandardArray:
             return data.raw  # the library's own array: its writes are not counted
         if is_dask_array(data):
             return data
@@ -254,8 +255,8 @@ class Tensor(Operators):
         Dask data is computed (``.data`` keeps it lazy).
         """
         data = self._data
-        if type(data) is DeviceArray or is_dask_array(data):
-            view = data.to_host() if type(data) is DeviceArray else np.asarray(data)
+        if type(data) is StandardArray or is_dask_array(data):
+            view = data.to_host() if type(data) is StandardArray else np.asarray(data)
             view.flags.writeable = False
             return view
         return alias(data, self._version, writable=False)
@@ -268,8 +269,8 @@ class Tensor(Operators):
         # Never a writable alias (a write through it would bypass the version
         # counter): a read-only view, or a new array when a copy or another
         # dtype is asked for.
-        if type(self._data) is DeviceArray:
-            refuse_host_copy()
+        if type(self._data) is StandardArray:
+            refuse_host_copy(self._data.library)
         if copy:
             return np.array(self._data, dtype=dtype, copy=True)
         if dtype is None or np.dtype(dtype) == self._data.dtype:
@@ -285,7 +286,7 @@ class Tensor(Operators):
         # A dask array is shown as dask shows it: printing must not compute it.
         if is_dask_array(self._data):
             body = repr(self._data)
-        elif type(self._data) is DeviceArray:
+        elif type(self._data) is StandardArray:
             raw = self._data.raw  # printing must not copy it to the host
             body = f"<{type(raw).__module__.split('.')[0]} device array of shape {self.shape}>"
         else:
@@ -310,7 +311,7 @@ class Tensor(Operators):
         """Pickle a leaf: its values, ``requires_grad`` and ``.grad`` (never a graph)."""
         self._leaf_only("pickling")
         data = self._data
-        if type(data) is DeviceArray:
+        if type(data) is StandardArray:
             data = data.raw  # pickled by its library (CuPy's and PyTorch's can be)
         elif not is_dask_array(data):
             data = np.asarray(data)
@@ -323,15 +324,15 @@ class Tensor(Operators):
     def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
         self._leaf_only("copying")
         data = self._data
-        if type(data) is DeviceArray:
+        if type(data) is StandardArray:
             data = data.copy().raw
         elif not is_dask_array(data):
             data = np.array(data, copy=True)
         grad = self.grad
         if isinstance(grad, np.ndarray):
             grad = grad.copy()
-        elif grad is not None and is_device_array(grad):
-            grad = DeviceArray(grad).copy().raw
+        elif grad is not None and is_standard_array(grad):
+            grad = StandardArray(grad).copy().raw
         return _restore(data, self._requires_grad, grad)
 
     # -- interoperability ---------------------------------------------------
@@ -362,7 +363,7 @@ class Tensor(Operators):
             raise ValueError(
                 f"cbrtgrad: in-place result has shape {new.shape}; expected {self.shape}"
             )
-        if type(self._data) is DeviceArray or type(new._data) is DeviceArray:
+        if type(self._data) is StandardArray or type(new._data) is StandardArray:
             # Device data is rebound too (no copy into the old buffer, whose
             # other users the engine does not know); the version bump guards
             # the saved values.
