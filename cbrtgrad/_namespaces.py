@@ -17,6 +17,7 @@ another library exists: importing cbrtgrad imports none of this.
 
 from __future__ import annotations
 
+import sys
 from functools import cache
 from typing import Any
 
@@ -169,7 +170,7 @@ def to_host(array: Any) -> np.ndarray:
     if module.startswith("cupy"):
         return array.get()
     if module.startswith("torch"):
-        return array.detach().cpu().numpy().copy()
+        return host_view(array.detach().cpu()).copy()
     try:
         return np.array(np.from_dlpack(array), copy=True)
     except (TypeError, BufferError, RuntimeError):
@@ -185,7 +186,16 @@ def host_view(array: Any) -> np.ndarray:
     >>> host_view(xp.asarray([8.0]))
     array([8.])
     """
+    if type(array).__module__.startswith("torch") and _is_bfloat16(array):
+        # NOTE: DLPack and PyTorch's .numpy() have no bfloat16: its bits,
+        # viewed as int16 by PyTorch and as ml_dtypes' bfloat16 by numpy.
+        torch = sys.modules["torch"]
+        return array.detach().view(torch.int16).numpy().view(numpy_dtype(array.dtype))
     try:
         return np.from_dlpack(array)
-    except (TypeError, BufferError, RuntimeError):  # a dtype DLPack lacks (bfloat16)
+    except (TypeError, BufferError, RuntimeError):  # a dtype DLPack lacks
         return np.asarray(array)
+
+
+def _is_bfloat16(array: Any) -> bool:
+    return str(array.dtype).endswith("bfloat16")

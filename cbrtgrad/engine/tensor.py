@@ -287,8 +287,9 @@ class Tensor(Operators):
         if is_dask_array(self._data):
             body = repr(self._data)
         elif type(self._data) is StandardArray:
-            raw = self._data.raw  # printing must not copy it to the host
-            body = f"<{type(raw).__module__.split('.')[0]} device array of shape {self.shape}>"
+            data = self._data  # printing must not copy it to the host
+            where = f" on {data.device}" if data.on_device else ""
+            body = f"<{data.library} array of shape {self.shape}{where}>"
         else:
             body = np.array2string(self._data, separator=", ", prefix="Tensor(")
         extra = ""

@@ -172,6 +172,16 @@ def test_half_precision_is_computed_in_float32(kind):
     assert cg.cbrt(xk).dtype == np.float32
     assert xk.grad.dtype == xk.data.dtype
     same(kind, xk.grad, xn.grad)
+    if kind.name.startswith("torch"):  # bfloat16, which neither DLPack nor .numpy() takes
+        torch = _torch()
+        xb = cg.Tensor(kind.make(v.astype(np.float32)), requires_grad=True)
+        xb = cg.Tensor(xb.data.to(torch.bfloat16), requires_grad=True)
+        xn = cg.Tensor(xb.numpy(), requires_grad=True)
+        for x in (xn, xb):
+            cg.cbrt(x).sum().backward()
+        assert xb.grad.dtype == torch.bfloat16
+        np.testing.assert_array_equal(xb.numpy(), xn.numpy())
+        np.testing.assert_array_equal(cg.Tensor(xb.grad).numpy(), xn.grad)
 
 
 def test_nothing_is_converted_to_numpy_implicitly(kind):
