@@ -8,7 +8,6 @@ by this module (``import numba`` imports scipy).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -64,7 +63,7 @@ def _positive(text: str) -> int:
 #: -n 10^5 and 4 x 10^6 (cpu, numpy and parallel); 128 leaves a margin.
 VERIFY_BYTES_PER_INPUT = 128
 #: Peak bytes per element of a ``bench`` size: 56 measured for the table
-#: (the curve of --plot: 49); 64 leaves a margin.
+#: (the curve of tools/measure.py plot, which shares the bound: 49); 64 leaves a margin.
 BENCH_BYTES_PER_ELEMENT = 64
 
 
@@ -232,36 +231,59 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return status
 
 
+#: The ``bench`` flags whose measurements left the package (issue 34: the
+#: package holds the product; the docs' peer tables, curves, dask, startup,
+#: bridge and GPU figures are made by ``tools/measure.py`` in a source
+#: checkout), each with the command that runs it now.
+MOVED_FLAGS = {
+    "--plot": "plot FILE",
+    "--peers": "peers",
+    "--dask": "dask",
+    "--dask-gb": "dask --dask-gb GB",
+    "--workers": "dask --workers N",
+    "--startup": "startup",
+    "--runs": "startup --runs N",
+    "--torch": "torch",
+    "--numba": "numba",
+}
+
+
+class _Moved(argparse.Action):
+    """A flag whose measurement moved to ``tools/measure.py``: an argparse error naming it.
+
+    Taken while parsing (with its value, if one follows), so that nothing is
+    measured before the message.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        flag = option_string or self.option_strings[0]
+        parser.error(f"{flag} {_moved_to(MOVED_FLAGS[flag])}")
+
+
+def _moved_to(command: str) -> str:
+    return (
+        "moved out of the package (issue 34); from a source checkout of cbrtgrad run: "
+        f"python tools/measure.py {command}"
+    )
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import anchors
 
-    if args.plot:
-        return cmd_bench_plot(args)
-    if args.dask:
-        return cmd_bench_dask(args)
-    if args.peers:
-        return cmd_bench_peers(args)
-    if args.startup:
-        return cmd_bench_startup(args)
-    if args.torch and importlib.util.find_spec("torch") is None:
-        # Checked before the table, which takes a while.
-        print(
-            "cbrtgrad bench: --torch needs PyTorch: python -m pip install 'cbrtgrad[torch]'",
-            file=sys.stderr,
-        )
-        return 2
-    host = tuple(name for name in args.backends if name != "cuda")
-    rows = anchors.run(sizes=tuple(args.sizes), repeat=args.repeat, backends=host)
     if "cuda" in args.backends:
-        # The cuda backend takes device arrays: its rows are measured on
-        # CuPy arrays against the GPU's own anchors (a copy, CuPy, JAX, PyTorch).
-        from .bench import gpu
-
-        status = _registry.availability("cuda")
-        if not status.available or "simulator" in status.reason:
-            print(f"cbrtgrad bench: the cuda backend needs a GPU: {status.reason}", file=sys.stderr)
-            return 2
-        rows += gpu.bench_rows(tuple(args.sizes), args.repeat)
+        # Checked before the table, which takes a while.
+        print(f"cbrtgrad bench: the cuda rows {_moved_to('cuda')}", file=sys.stderr)
+        return 2
+    rows = anchors.run(sizes=tuple(args.sizes), repeat=args.repeat, backends=tuple(args.backends))
     # Every table says which CPU and vector ISA its figures are from.
     print(f"CPU: {_isa.host_isa().describe()}")
     print(anchors.format_rows(rows))
@@ -275,25 +297,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         engine = engine_bench.engine_rows(repeat=args.repeat)
         print()
         print(engine_bench.format_engine_rows(engine))
+        print(f"(cbrtgrad.jax against jnp.cbrt: {_moved_to('jax')})")
         payload["engine"] = engine
-        # The JAX bridge against jnp.cbrt, where jax is installed (an extra).
-        from .bench import jax_rows
-
-        print()
-        if jax_rows.absent() is None:
-            rows_jax = jax_rows.jax_rows(repeat=args.repeat)
-            print(engine_bench.format_engine_rows(rows_jax))
-            payload["jax"] = rows_jax
-        else:
-            print(f"cbrtgrad.jax rows: absent: {jax_rows.absent()}")
-    if args.torch:
-        from .bench import engine as engine_bench
-        from .bench import pytorch as torch_bench
-
-        bridge = torch_bench.torch_rows(repeat=args.repeat)
-        print()
-        print(engine_bench.format_engine_rows(bridge))
-        payload["torch"] = bridge
     if args.calls:
         from .bench import calls
         from .bench import engine as engine_bench
@@ -302,117 +307,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print()
         print(engine_bench.format_engine_rows(small))
         payload["calls"] = small
-    if args.numba:
-        from .bench import numba_loops
-
-        loops = numba_loops.numba_rows(repeat=args.repeat)
-        print()
-        print(numba_loops.format_numba_rows(loops))
-        payload["numba"] = loops
     if args.json:
         _write_json(args.json, payload)
-    return 0
-
-
-#: The defaults of ``bench --sizes`` and ``--backends`` (the table's); with
-#: ``--plot`` they stand for the curve's own defaults instead.
-_TABLE_SIZES = [100_000, 10_000_000]
-_TABLE_BACKENDS = ["cpu"]
-
-
-def _plot_path(text: str) -> str:
-    # Checked while parsing, so that a missing matplotlib or a bad file name
-    # fails at once instead of after minutes of measuring.
-    from .bench import plotting
-
-    try:
-        return plotting.check_path(text)
-    except (ImportError, ValueError) as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def cmd_bench_plot(args: argparse.Namespace) -> int:
-    """``cbrtgrad bench --plot FILE``: measure ns per element against size and draw it."""
-    import numba
-    import scipy
-
-    from .bench import curves, plotting
-
-    sizes = curves.CURVE_SIZES if args.sizes == _TABLE_SIZES else tuple(args.sizes)
-    backends = None if args.backends == _TABLE_BACKENDS else tuple(args.backends)
-    points = curves.curve(sizes=sizes, repeat=args.repeat, backends=backends)
-    print(f"CPU: {_isa.host_isa().describe()}")
-    print(curves.format_curve(points))
-    isa = _isa.host_isa()
-    title = (
-        f"cbrtgrad {__version__} forward, {isa.cpu} ({isa.name}), "
-        f"numba {numba.__version__} ({numba.get_num_threads()} threads), "
-        f"numpy {np.__version__}, scipy {scipy.__version__}"
-    )
-    plotting.plot_curve(points, args.plot, title=title)
-    print(f"plot written to {args.plot}")
-    if args.json:
-        _write_json(args.json, {"curve": curves.curve_as_dicts(points)})
-    return 0
-
-
-def cmd_bench_startup(args: argparse.Namespace) -> int:
-    """``cbrtgrad bench --startup``: import and first call in fresh interpreters."""
-    import importlib.util
-
-    from .bench import startup
-
-    dask = importlib.util.find_spec("distributed") is not None
-    rows = startup.startup_rows(runs=args.runs, dask=dask)
-    print(f"CPU: {_isa.host_isa().describe()}")
-    print(startup.format_startup_rows(rows))
-    if not dask:
-        print("(no dask LocalCluster row: distributed is not installed)")
-    if args.json:
-        _write_json(
-            args.json,
-            {"cpu": _isa.host_isa().describe(), "startup": [vars(r) for r in rows]},
-        )
-    return 0
-
-
-def cmd_bench_peers(args: argparse.Namespace) -> int:
-    """``cbrtgrad bench --peers``: the forward against libmvec, SLEEF and jax."""
-    from .bench import peer_table
-
-    rows = peer_table.peer_rows(sizes=tuple(args.sizes), repeat=args.repeat)
-    print(peer_table.format_peer_rows(rows))
-    if args.json:
-        _write_json(args.json, {"peers": peer_table.peer_rows_as_dict(rows)})
-    return 0
-
-
-def _gigabytes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def cmd_bench_dask(args: argparse.Namespace) -> int:
-    """``cbrtgrad bench --dask``: a large float32 array on a local dask cluster vs numpy."""
-    from .bench import dask_table
-
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        print("cbrtgrad bench --dask needs dask and distributed: pip install 'cbrtgrad[dask]'")
-        return 2
-    rows = dask_table.dask_rows(
-        gigabytes=args.dask_gb, n_workers=args.workers, repeat=min(args.repeat, 5)
-    )
-    print(f"CPU: {_isa.host_isa().describe()}")
-    print(dask_table.format_dask_rows(rows))
-    if args.json:
-        _write_json(args.json, {"dask_rows": [vars(r) for r in rows]})
     return 0
 
 
@@ -525,7 +421,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.set_defaults(func=cmd_verify)
 
-    bench = sub.add_parser("bench", help="throughput against np.cbrt, scipy and a memory copy")
+    bench = sub.add_parser(
+        "bench",
+        help="throughput against np.cbrt, scipy and a memory copy",
+        epilog="--plot, --peers, --dask, --startup, --torch, --numba, the JAX rows of --engine "
+        "and the cuda backend's rows moved out of the package (issue 34): python "
+        "tools/measure.py in a source checkout.",
+    )
     bench.add_argument(
         "--sizes",
         type=_memory_bounded(BENCH_BYTES_PER_ELEMENT),
@@ -538,15 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--engine",
         action="store_true",
-        help="also time the graph engine: cbrt(x).sum().backward() on 10^6 and 1 elements, and "
-        "cbrtgrad.jax against jnp.cbrt (jitted grad and forward) where jax is installed",
-    )
-    bench.add_argument(
-        "--torch",
-        action="store_true",
-        help="also time the PyTorch bridge (the torch extra) against PyTorch, as ratios: "
-        "cbrt(x).sum().backward() on 10^6 float32 against torch.sign(x)*x.abs().pow(1/3), "
-        "one element against torch.exp, torch.compile against eager",
+        help="also time the graph engine: cbrt(x).sum().backward() on 10^6 and 1 elements",
     )
     bench.add_argument(
         "--calls",
@@ -556,51 +450,10 @@ def build_parser() -> argparse.ArgumentParser:
         "1,000 against the cpu backend's own ufunc",
     )
     bench.add_argument(
-        "--numba",
-        action="store_true",
-        help="also time cbrtgrad.numba in @njit loops (10^6 elements, one thread) against the "
-        "ufunc, numba's np.cbrt and np.sign(v)*np.abs(v)**(1/3), with each one's ulp error",
-    )
-    bench.add_argument(
         "--json", metavar="FILE", type=_json_path, help="also write the table as JSON"
     )
-    bench.add_argument(
-        "--plot",
-        metavar="FILE",
-        type=_plot_path,
-        default=None,
-        help="instead of the table, draw ns per element against array size (needs matplotlib: "
-        "the 'plot' extra) for every available host backend, np.cbrt and scipy.special.cbrt; "
-        "default sizes 10 to 10^7, two per decade; --sizes and --backends override them",
-    )
-    bench.add_argument(
-        "--peers",
-        action="store_true",
-        help="instead of the table, the forward (cpu backend, one thread) against vectorised "
-        "peers: glibc libmvec and SLEEF (AVX2) and jax.numpy.cbrt, with each one's ulp error; "
-        "absent peers are listed with the reason",
-    )
-    bench.add_argument(
-        "--dask",
-        action="store_true",
-        help="instead: a float32 array chunk by chunk on a local dask cluster vs np.cbrt",
-    )
-    bench.add_argument(
-        "--startup",
-        action="store_true",
-        help="instead: import and first float64 cbrt in fresh interpreters, with a cold, a warm "
-        "and no kernel cache (temporary folders), and a 4-worker dask LocalCluster's first "
-        "result with a warm cache (when distributed is installed)",
-    )
-    bench.add_argument(
-        "--runs", type=_positive, default=3, help="--startup fresh interpreters per case"
-    )
-    bench.add_argument(
-        "--dask-gb", type=_gigabytes, default=2.0, help="--dask input size in GB (default 2)"
-    )
-    bench.add_argument(
-        "--workers", type=_positive, default=2, help="--dask worker processes (default 2)"
-    )
+    for flag in MOVED_FLAGS:
+        bench.add_argument(flag, action=_Moved)
     bench.set_defaults(func=cmd_bench)
 
     info = sub.add_parser("info", help="versions, CPU features, kernel cache and backends")

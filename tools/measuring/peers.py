@@ -1,7 +1,7 @@
 """Vectorised peer implementations of the cube root: find, load and call them.
 
 The peers are what cbrtgrad's forward kernel is measured against in
-``cbrtgrad bench --peers``: other vectorised cube roots a user could call
+``python tools/measure.py peers``: other vectorised cube roots a user could call
 instead, each with its documented accuracy.
 
 - glibc's libmvec, in ``libmvec.so.1`` (glibc 2.35 and later): on AVX2
@@ -35,8 +35,8 @@ tuning for Intel's AVX-512 CPUs would pass a 512-bit vector as two 256-bit
 halves), so LLVM passes that vector in the register the callee expects; on
 hosts without AVX2 the peer is absent.
 
-This module is imported only by :mod:`cbrtgrad.bench.peer_table` when it measures
-the peers (``cbrtgrad bench --peers``), never by ``import cbrtgrad``.
+This module is imported only by :mod:`tools.measuring.peer_table` when it measures
+the peers (``python tools/measure.py peers``), never by ``import cbrtgrad``.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from .._compile import preferred_vector_width
-from .._isa import host_isa
+from cbrtgrad._compile import preferred_vector_width
+from cbrtgrad._isa import host_isa
 
 #: Shared libraries to try, in order, by what ``dlopen`` accepts.
 LIBMVEC = ("libmvec.so.1",)
@@ -97,7 +97,7 @@ class Peer:
     ulp_bound : float or None
         The documented maximum error in ulp; None where none is published.
         (Measured on the same inputs as ours, the error is a column of the
-        ``bench --peers`` table.)
+        ``peers`` table.)
     available : bool
         Whether it loads and runs on this machine.
     reason : str
@@ -175,11 +175,11 @@ def _absent_call(reason: str) -> Callable[[np.ndarray, np.ndarray], None]:
 def _check_arrays(x: np.ndarray, out: np.ndarray, dtype: np.dtype) -> None:
     for name, a in (("x", x), ("out", out)):
         if not isinstance(a, np.ndarray) or a.dtype != dtype:
-            raise TypeError(f"cbrtgrad.bench.peers: {name} must be a {dtype} ndarray")
+            raise TypeError(f"tools.measuring.peers: {name} must be a {dtype} ndarray")
         if not a.flags.c_contiguous:
-            raise ValueError(f"cbrtgrad.bench.peers: {name} must be C-contiguous")
+            raise ValueError(f"tools.measuring.peers: {name} must be C-contiguous")
     if x.shape != out.shape:
-        raise ValueError(f"cbrtgrad.bench.peers: shapes differ: {x.shape} and {out.shape}")
+        raise ValueError(f"tools.measuring.peers: shapes differ: {x.shape} and {out.shape}")
 
 
 # -- vector-ABI functions, called from numba ---------------------------------------
@@ -464,6 +464,6 @@ def find_peers(*dtypes: Any) -> list[Peer]:
     found: list[Peer] = []
     for dtype in wanted:
         if dtype not in (np.float32, np.float64):
-            raise TypeError(f"cbrtgrad.bench.peers: float32 or float64 only, got {dtype}")
+            raise TypeError(f"tools.measuring.peers: float32 or float64 only, got {dtype}")
         found += _peers_of(dtype)
     return found
