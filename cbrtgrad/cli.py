@@ -8,55 +8,27 @@ by this module (``import numba`` imports scipy).
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import platform
 import select
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TextIO
 
 import numpy as np
 
 from . import __version__, _isa
+from ._cli_types import (
+    MOVED_FLAGS,
+    Moved,
+    backend_list,
+    json_path,
+    memory_bounded,
+    moved_to,
+    positive,
+    write_json,
+)
 from .backends import _registry
-
-#: The largest count or size the commands take: an array of more elements
-#: than this could not be allocated anyway (2^53: every integer below it is
-#: exact in the float notation accepted, ``1e6``).
-_LARGEST = 2**53
-
-
-def _positive(text: str) -> int:
-    """A positive integer, also written as ``1e6``; not 1.5, inf or nan (argparse type).
-
-    Examples
-    --------
-    >>> _positive("1e6"), _positive("12")
-    (1000000, 12)
-    >>> _positive("1.5")
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: expected a positive integer, got '1.5'
-    """
-    expected = f"expected a positive integer, got {text!r}"
-    try:
-        value = int(text)
-    except ValueError:
-        try:
-            number = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(expected) from None
-        if not math.isfinite(number) or number != int(number):
-            raise argparse.ArgumentTypeError(expected) from None
-        value = int(number)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(expected)
-    if value > _LARGEST:
-        raise argparse.ArgumentTypeError(f"expected a positive integer up to 2^53, got {text!r}")
-    return value
-
 
 #: Peak bytes per random input of ``verify`` (float64, the larger dtype): 106
 #: measured with tracemalloc, 112 from the growth of the maximum RSS between
@@ -65,124 +37,6 @@ VERIFY_BYTES_PER_INPUT = 128
 #: Peak bytes per element of a ``bench`` size: 56 measured for the table
 #: (the curve of tools/measure.py plot, which shares the bound: 49); 64 leaves a margin.
 BENCH_BYTES_PER_ELEMENT = 64
-
-
-def available_memory() -> tuple[int, str] | None:
-    """The bytes this process can allocate, and what that figure is; None where unknown.
-
-    Linux: ``MemAvailable`` (free memory and what the kernel can reclaim),
-    capped by the process's cgroup v2 limit less its use (a container's
-    limit, past which the kernel kills the process instead of a
-    ``MemoryError``). Elsewhere the physical memory, where ``os.sysconf``
-    knows it.
-
-    Examples
-    --------
-    >>> memory = available_memory()
-    >>> memory is None or memory[0] > 0
-    True
-    """
-    found: tuple[int, str] | None = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    found = int(line.split()[1]) * 1024, "available memory"
-    except (OSError, ValueError, IndexError):
-        pass
-    if found is not None:
-        try:
-            with open("/sys/fs/cgroup/memory.max", encoding="ascii") as limit_file:
-                limit = limit_file.read().strip()
-            with open("/sys/fs/cgroup/memory.current", encoding="ascii") as current_file:
-                used = int(current_file.read())
-            if limit != "max" and int(limit) - used < found[0]:
-                found = max(int(limit) - used, 0), "memory left under the cgroup's limit"
-        except (OSError, ValueError):
-            pass
-        return found
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "physical memory"
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def _gib(size: int) -> str:
-    return f"{size / 2**30:,.1f} GiB"
-
-
-def within_memory(count: int, bytes_per_element: int, memory: tuple[int, str] | None) -> int:
-    """``count`` when its run fits ``memory`` (``available_memory()``), else an argparse error.
-
-    Examples
-    --------
-    >>> within_memory(1000, 128, (2**30, "available memory"))
-    1000
-    >>> within_memory(10**9, 128, (2**30, "available memory"))
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: 1000000000 needs about 119.2 GiB; available memory is 1.0 GiB, ...
-    """
-    if memory is None:
-        return count
-    size, what = memory
-    largest = size // bytes_per_element
-    if count > largest:
-        raise argparse.ArgumentTypeError(
-            f"{count} needs about {_gib(count * bytes_per_element)}; {what} is {_gib(size)}, "
-            f"enough for at most {largest}"
-        )
-    return count
-
-
-def _memory_bounded(bytes_per_element: int) -> Callable[[str], int]:
-    # An argparse type: a positive integer whose run fits in memory, checked
-    # while parsing (a MemoryError would come after minutes, or the kernel
-    # would kill the process first).
-    def parse(text: str) -> int:
-        return within_memory(_positive(text), bytes_per_element, available_memory())
-
-    return parse
-
-
-def _backend_list(text: str) -> list[str]:
-    """Comma-separated backend names, each known and available here (argparse type)."""
-    names = [name.strip().lower() for name in text.split(",") if name.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(
-            f"expected at least one backend name; known: {', '.join(_registry.known())}"
-        )
-    for name in names:
-        if name not in _registry.known():
-            raise argparse.ArgumentTypeError(
-                f"unknown backend {name!r}; known: {', '.join(_registry.known())}"
-            )
-        status = _registry.availability(name)
-        if not status.available:
-            raise argparse.ArgumentTypeError(
-                f"backend {name!r} is unavailable here: {status.reason}"
-            )
-    return names
-
-
-def _json_path(text: str) -> str:
-    """A file the results can be written to, checked before the run (argparse type)."""
-    if not text:
-        raise argparse.ArgumentTypeError("expected a file name, got ''")
-    if os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is a directory; expected a file name")
-    folder = os.path.dirname(os.path.abspath(text))
-    if not os.path.isdir(folder):
-        raise argparse.ArgumentTypeError(f"cannot write {text!r}: no directory {folder!r}")
-    if not os.access(folder, os.W_OK) or (os.path.exists(text) and not os.access(text, os.W_OK)):
-        raise argparse.ArgumentTypeError(f"cannot write {text!r}: permission denied")
-    return text
-
-
-def _write_json(path: str, payload: object) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=2)
-        handle.write("\n")
 
 
 #: The float32 cube roots ``verify --exhaustive`` sweeps: the CPU kernel, and
@@ -227,53 +81,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 "seconds": result.seconds,
             }
     if args.json:
-        _write_json(args.json, payload)
+        write_json(args.json, payload)
     return status
-
-
-#: The ``bench`` flags whose measurements left the package (issue 34: the
-#: package holds the product; the docs' peer tables, curves, dask, startup,
-#: bridge and GPU figures are made by ``tools/measure.py`` in a source
-#: checkout), each with the command that runs it now.
-MOVED_FLAGS = {
-    "--plot": "plot FILE",
-    "--peers": "peers",
-    "--dask": "dask",
-    "--dask-gb": "dask --dask-gb GB",
-    "--workers": "dask --workers N",
-    "--startup": "startup",
-    "--runs": "startup --runs N",
-    "--torch": "torch",
-    "--numba": "numba",
-}
-
-
-class _Moved(argparse.Action):
-    """A flag whose measurement moved to ``tools/measure.py``: an argparse error naming it.
-
-    Taken while parsing (with its value, if one follows), so that nothing is
-    measured before the message.
-    """
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> None:
-        flag = option_string or self.option_strings[0]
-        parser.error(f"{flag} {_moved_to(MOVED_FLAGS[flag])}")
-
-
-def _moved_to(command: str) -> str:
-    return (
-        "moved out of the package (issue 34); from a source checkout of cbrtgrad run: "
-        f"python tools/measure.py {command}"
-    )
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -281,7 +90,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if "cuda" in args.backends:
         # Checked before the table, which takes a while.
-        print(f"cbrtgrad bench: the cuda rows {_moved_to('cuda')}", file=sys.stderr)
+        print(f"cbrtgrad bench: the cuda rows {moved_to('cuda')}", file=sys.stderr)
         return 2
     rows = anchors.run(sizes=tuple(args.sizes), repeat=args.repeat, backends=tuple(args.backends))
     # Every table says which CPU and vector ISA its figures are from.
@@ -297,7 +106,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         engine = engine_bench.engine_rows(repeat=args.repeat)
         print()
         print(engine_bench.format_engine_rows(engine))
-        print(f"(cbrtgrad.jax against jnp.cbrt: {_moved_to('jax')})")
+        print(f"(cbrtgrad.jax against jnp.cbrt: {moved_to('jax')})")
         payload["engine"] = engine
     if args.calls:
         from .bench import calls
@@ -308,7 +117,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(engine_bench.format_engine_rows(small))
         payload["calls"] = small
     if args.json:
-        _write_json(args.json, payload)
+        write_json(args.json, payload)
     return 0
 
 
@@ -406,18 +215,18 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="accuracy of every backend against mpmath and scipy")
     verify.add_argument(
         "-n",
-        type=_memory_bounded(VERIFY_BYTES_PER_INPUT),
+        type=memory_bounded(VERIFY_BYTES_PER_INPUT),
         default=None,
         help=f"random inputs per dtype (up to what memory holds, {VERIFY_BYTES_PER_INPUT} "
         "bytes each)",
     )
-    verify.add_argument("--backends", type=_backend_list, default=None, help="comma-separated")
+    verify.add_argument("--backends", type=backend_list, default=None, help="comma-separated")
     verify.add_argument(
         "--exhaustive", action="store_true", help="also check all 2^32 float32 inputs"
     )
     verify.add_argument("--no-progress", action="store_true", help="no progress bar")
     verify.add_argument(
-        "--json", metavar="FILE", type=_json_path, help="also write the results as JSON"
+        "--json", metavar="FILE", type=json_path, help="also write the results as JSON"
     )
     verify.set_defaults(func=cmd_verify)
 
@@ -430,13 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--sizes",
-        type=_memory_bounded(BENCH_BYTES_PER_ELEMENT),
+        type=memory_bounded(BENCH_BYTES_PER_ELEMENT),
         nargs="+",
         default=[100_000, 10_000_000],
         help=f"array sizes (up to what memory holds, {BENCH_BYTES_PER_ELEMENT} bytes an element)",
     )
-    bench.add_argument("--repeat", type=_positive, default=20, help="calls per measurement")
-    bench.add_argument("--backends", type=_backend_list, default=["cpu"], help="comma-separated")
+    bench.add_argument("--repeat", type=positive, default=20, help="calls per measurement")
+    bench.add_argument("--backends", type=backend_list, default=["cpu"], help="comma-separated")
     bench.add_argument(
         "--engine",
         action="store_true",
@@ -450,10 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
         "1,000 against the cpu backend's own ufunc",
     )
     bench.add_argument(
-        "--json", metavar="FILE", type=_json_path, help="also write the table as JSON"
+        "--json", metavar="FILE", type=json_path, help="also write the table as JSON"
     )
     for flag in MOVED_FLAGS:
-        bench.add_argument(flag, action=_Moved)
+        bench.add_argument(flag, action=Moved)
     bench.set_defaults(func=cmd_bench)
 
     info = sub.add_parser("info", help="versions, CPU features, kernel cache and backends")
@@ -477,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         "this command prints; default all",
     )
     warm.add_argument(
-        "-j", "--jobs", type=_positive, default=None, help="processes (default: one per CPU)"
+        "-j", "--jobs", type=positive, default=None, help="processes (default: one per CPU)"
     )
     warm.add_argument("--no-progress", action="store_true", help="no progress bar")
     warm.set_defaults(func=cmd_warm)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cbrtgrad import cli
+from cbrtgrad import _cli_types, cli
 from cbrtgrad.bench import calls
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -240,7 +240,7 @@ def test_unknown_environment_backend_names_the_variable():
     ],
 )
 def test_counts_beyond_memory_are_argparse_errors(argv, flag, capsys):
-    if cli.available_memory() is None:
+    if _cli_types.available_memory() is None:
         assert not sys.platform.startswith("linux")  # /proc/meminfo is always there
         pytest.skip("this platform does not say how much memory it has")
     with pytest.raises(SystemExit) as excinfo:
@@ -253,14 +253,14 @@ def test_counts_beyond_memory_are_argparse_errors(argv, flag, capsys):
 
 def test_the_memory_bound_is_bytes_per_element_times_the_count():
     memory = (10 * cli.VERIFY_BYTES_PER_INPUT * 1000 + 5, "available memory")
-    assert cli.within_memory(10_000, cli.VERIFY_BYTES_PER_INPUT, memory) == 10_000
+    assert _cli_types.within_memory(10_000, cli.VERIFY_BYTES_PER_INPUT, memory) == 10_000
     with pytest.raises(argparse.ArgumentTypeError, match=r"available memory .* at most 10000$"):
-        cli.within_memory(10_001, cli.VERIFY_BYTES_PER_INPUT, memory)
-    assert cli.within_memory(2**53, 64, None) == 2**53  # nothing known: not bounded
+        _cli_types.within_memory(10_001, cli.VERIFY_BYTES_PER_INPUT, memory)
+    assert _cli_types.within_memory(2**53, 64, None) == 2**53  # nothing known: not bounded
 
 
 def test_available_memory_is_at_most_the_physical_memory():
-    memory = cli.available_memory()
+    memory = _cli_types.available_memory()
     if memory is None or not hasattr(os, "sysconf"):
         pytest.skip("this platform does not say how much memory it has")
     assert 0 < memory[0] <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

@@ -34,18 +34,18 @@ if ROOT not in sys.path:
 import numpy as np  # noqa: E402
 
 from cbrtgrad import __version__, _isa  # noqa: E402
+from cbrtgrad._cli_types import (  # noqa: E402
+    backend_list,
+    json_path,
+    memory_bounded,
+    positive,
+    write_json,
+)
 from cbrtgrad.backends import _registry  # noqa: E402
 from cbrtgrad.bench import anchors  # noqa: E402
 from cbrtgrad.bench.engine import format_engine_rows  # noqa: E402
 from cbrtgrad.bench.inputs import BENCH_SIZES  # noqa: E402
-from cbrtgrad.cli import (  # noqa: E402
-    BENCH_BYTES_PER_ELEMENT,
-    _backend_list,
-    _json_path,
-    _memory_bounded,
-    _positive,
-    _write_json,
-)
+from cbrtgrad.cli import BENCH_BYTES_PER_ELEMENT  # noqa: E402
 
 
 def _cpu_line() -> None:
@@ -81,7 +81,7 @@ def cmd_peers(args: argparse.Namespace) -> int:
     rows = peer_table.peer_rows(sizes=tuple(args.sizes), repeat=args.repeat)
     print(peer_table.format_peer_rows(rows))
     if args.json:
-        _write_json(args.json, {"peers": peer_table.peer_rows_as_dict(rows)})
+        write_json(args.json, {"peers": peer_table.peer_rows_as_dict(rows)})
     return 0
 
 
@@ -106,7 +106,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     plotting.plot_curve(points, args.file, title=title)
     print(f"plot written to {args.file}")
     if args.json:
-        _write_json(args.json, {"curve": curves.curve_as_dicts(points)})
+        write_json(args.json, {"curve": curves.curve_as_dicts(points)})
     return 0
 
 
@@ -123,7 +123,7 @@ def cmd_dask(args: argparse.Namespace) -> int:
     _cpu_line()
     print(dask_table.format_dask_rows(rows))
     if args.json:
-        _write_json(args.json, {"dask_rows": [vars(r) for r in rows]})
+        write_json(args.json, {"dask_rows": [vars(r) for r in rows]})
     return 0
 
 
@@ -138,7 +138,7 @@ def cmd_startup(args: argparse.Namespace) -> int:
     if not dask:
         print("(no dask LocalCluster row: distributed is not installed)")
     if args.json:
-        _write_json(
+        write_json(
             args.json, {"cpu": _isa.host_isa().describe(), "startup": [vars(r) for r in rows]}
         )
     return 0
@@ -149,7 +149,7 @@ def _ratio_rows(args: argparse.Namespace, key: str, rows: list[dict[str, Any]]) 
     _cpu_line()
     print(format_engine_rows(rows))
     if args.json:
-        _write_json(args.json, {"cpu": _isa.host_isa().describe(), key: rows})
+        write_json(args.json, {"cpu": _isa.host_isa().describe(), key: rows})
     return 0
 
 
@@ -184,7 +184,7 @@ def cmd_numba(args: argparse.Namespace) -> int:
     rows = numba_loops.numba_rows(repeat=args.repeat)
     print(numba_loops.format_numba_rows(rows))
     if args.json:
-        _write_json(args.json, {"cpu": _isa.host_isa().describe(), "numba": rows})
+        write_json(args.json, {"cpu": _isa.host_isa().describe(), "numba": rows})
     return 0
 
 
@@ -199,7 +199,7 @@ def cmd_cuda(args: argparse.Namespace) -> int:
     rows = gpu.bench_rows(tuple(args.sizes), args.repeat)
     print(anchors.format_rows(rows))
     if args.json:
-        _write_json(args.json, {"rows": anchors.rows_as_dicts(rows)})
+        write_json(args.json, {"rows": anchors.rows_as_dicts(rows)})
     return 0
 
 
@@ -212,13 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     sizes = argparse.ArgumentParser(add_help=False)
     sizes.add_argument(
         "--sizes",
-        type=_memory_bounded(BENCH_BYTES_PER_ELEMENT),
+        type=memory_bounded(BENCH_BYTES_PER_ELEMENT),
         nargs="+",
         help=f"array sizes (up to what memory holds, {BENCH_BYTES_PER_ELEMENT} bytes an element)",
     )
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--repeat", type=_positive, default=20, help="calls per measurement")
-    common.add_argument("--json", metavar="FILE", type=_json_path, help="also write JSON")
+    common.add_argument("--repeat", type=positive, default=20, help="calls per measurement")
+    common.add_argument("--json", metavar="FILE", type=json_path, help="also write JSON")
 
     def add(
         name: str, func: object, help_: str, *parents: argparse.ArgumentParser
@@ -230,12 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("peers", cmd_peers, "the forward against vectorised peers, with ulp errors", sizes)
     plot = add("plot", cmd_plot, "ns per element against array size, drawn", sizes)
     plot.add_argument("file", metavar="FILE", type=_plot_path, help="the figure (needs matplotlib)")
-    plot.add_argument("--backends", type=_backend_list, help="default: every host backend")
+    plot.add_argument("--backends", type=backend_list, help="default: every host backend")
     dask = add("dask", cmd_dask, "a float32 array chunk by chunk on a local dask cluster")
     dask.add_argument("--dask-gb", type=_gigabytes, default=2.0, help="input in GB (default 2)")
-    dask.add_argument("--workers", type=_positive, default=2, help="worker processes (default 2)")
+    dask.add_argument("--workers", type=positive, default=2, help="worker processes (default 2)")
     startup = add("startup", cmd_startup, "import and first call in fresh interpreters")
-    startup.add_argument("--runs", type=_positive, default=3, help="fresh interpreters per case")
+    startup.add_argument("--runs", type=positive, default=3, help="fresh interpreters per case")
     add("torch", cmd_torch, "the PyTorch bridge against PyTorch's ops")
     add("jax", cmd_jax, "the JAX bridge against jnp.cbrt, jitted")
     add("numba", cmd_numba, "cbrtgrad.numba in @njit loops against numba's cube roots")
