@@ -8,7 +8,8 @@ the timer and inputs every measurement shares); the rest lives here, run by
 nothing in ``cbrtgrad`` imports it.
 
 - :mod:`~tools.measuring.peers` and :mod:`~tools.measuring.peer_table`:
-  ``peers``, the vectorised peers (libmvec, SLEEF, jax, numpy's SVML).
+  ``peers``, the vectorised peers (libmvec, SLEEF, jax, numpy's SVML);
+  :mod:`~tools.measuring.vector_abi` calls libmvec's and SLEEF's functions.
 - :mod:`~tools.measuring.curves` and :mod:`~tools.measuring.plotting`:
   ``plot``, ns per element against array size, and its figure.
 - :mod:`~tools.measuring.dask_table`: ``dask``, a dask cluster against numpy.
