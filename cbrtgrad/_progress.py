@@ -1,4 +1,4 @@
-"""The one progress bar of the command line (``verify --exhaustive``, ``bench --plot``): tqdm's."""
+"""The one progress bar (``verify --exhaustive``, ``tools/measure.py plot``): tqdm's."""
 
 from __future__ import annotations
 

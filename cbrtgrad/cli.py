@@ -8,182 +8,35 @@ by this module (``import numba`` imports scipy).
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
-import math
 import os
 import platform
 import select
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TextIO
 
 import numpy as np
 
 from . import __version__, _isa
+from ._cli_types import (
+    MOVED_FLAGS,
+    Moved,
+    backend_list,
+    json_path,
+    memory_bounded,
+    moved_to,
+    positive,
+    write_json,
+)
 from .backends import _registry
-
-#: The largest count or size the commands take: an array of more elements
-#: than this could not be allocated anyway (2^53: every integer below it is
-#: exact in the float notation accepted, ``1e6``).
-_LARGEST = 2**53
-
-
-def _positive(text: str) -> int:
-    """A positive integer, also written as ``1e6``; not 1.5, inf or nan (argparse type).
-
-    Examples
-    --------
-    >>> _positive("1e6"), _positive("12")
-    (1000000, 12)
-    >>> _positive("1.5")
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: expected a positive integer, got '1.5'
-    """
-    expected = f"expected a positive integer, got {text!r}"
-    try:
-        value = int(text)
-    except ValueError:
-        try:
-            number = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(expected) from None
-        if not math.isfinite(number) or number != int(number):
-            raise argparse.ArgumentTypeError(expected) from None
-        value = int(number)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(expected)
-    if value > _LARGEST:
-        raise argparse.ArgumentTypeError(f"expected a positive integer up to 2^53, got {text!r}")
-    return value
-
 
 #: Peak bytes per random input of ``verify`` (float64, the larger dtype): 106
 #: measured with tracemalloc, 112 from the growth of the maximum RSS between
 #: -n 10^5 and 4 x 10^6 (cpu, numpy and parallel); 128 leaves a margin.
 VERIFY_BYTES_PER_INPUT = 128
 #: Peak bytes per element of a ``bench`` size: 56 measured for the table
-#: (the curve of --plot: 49); 64 leaves a margin.
+#: (the curve of tools/measure.py plot, which shares the bound: 49); 64 leaves a margin.
 BENCH_BYTES_PER_ELEMENT = 64
-
-
-def available_memory() -> tuple[int, str] | None:
-    """The bytes this process can allocate, and what that figure is; None where unknown.
-
-    Linux: ``MemAvailable`` (free memory and what the kernel can reclaim),
-    capped by the process's cgroup v2 limit less its use (a container's
-    limit, past which the kernel kills the process instead of a
-    ``MemoryError``). Elsewhere the physical memory, where ``os.sysconf``
-    knows it.
-
-    Examples
-    --------
-    >>> memory = available_memory()
-    >>> memory is None or memory[0] > 0
-    True
-    """
-    found: tuple[int, str] | None = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    found = int(line.split()[1]) * 1024, "available memory"
-    except (OSError, ValueError, IndexError):
-        pass
-    if found is not None:
-        try:
-            with open("/sys/fs/cgroup/memory.max", encoding="ascii") as limit_file:
-                limit = limit_file.read().strip()
-            with open("/sys/fs/cgroup/memory.current", encoding="ascii") as current_file:
-                used = int(current_file.read())
-            if limit != "max" and int(limit) - used < found[0]:
-                found = max(int(limit) - used, 0), "memory left under the cgroup's limit"
-        except (OSError, ValueError):
-            pass
-        return found
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "physical memory"
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def _gib(size: int) -> str:
-    return f"{size / 2**30:,.1f} GiB"
-
-
-def within_memory(count: int, bytes_per_element: int, memory: tuple[int, str] | None) -> int:
-    """``count`` when its run fits ``memory`` (``available_memory()``), else an argparse error.
-
-    Examples
-    --------
-    >>> within_memory(1000, 128, (2**30, "available memory"))
-    1000
-    >>> within_memory(10**9, 128, (2**30, "available memory"))
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: 1000000000 needs about 119.2 GiB; available memory is 1.0 GiB, ...
-    """
-    if memory is None:
-        return count
-    size, what = memory
-    largest = size // bytes_per_element
-    if count > largest:
-        raise argparse.ArgumentTypeError(
-            f"{count} needs about {_gib(count * bytes_per_element)}; {what} is {_gib(size)}, "
-            f"enough for at most {largest}"
-        )
-    return count
-
-
-def _memory_bounded(bytes_per_element: int) -> Callable[[str], int]:
-    # An argparse type: a positive integer whose run fits in memory, checked
-    # while parsing (a MemoryError would come after minutes, or the kernel
-    # would kill the process first).
-    def parse(text: str) -> int:
-        return within_memory(_positive(text), bytes_per_element, available_memory())
-
-    return parse
-
-
-def _backend_list(text: str) -> list[str]:
-    """Comma-separated backend names, each known and available here (argparse type)."""
-    names = [name.strip().lower() for name in text.split(",") if name.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(
-            f"expected at least one backend name; known: {', '.join(_registry.known())}"
-        )
-    for name in names:
-        if name not in _registry.known():
-            raise argparse.ArgumentTypeError(
-                f"unknown backend {name!r}; known: {', '.join(_registry.known())}"
-            )
-        status = _registry.availability(name)
-        if not status.available:
-            raise argparse.ArgumentTypeError(
-                f"backend {name!r} is unavailable here: {status.reason}"
-            )
-    return names
-
-
-def _json_path(text: str) -> str:
-    """A file the results can be written to, checked before the run (argparse type)."""
-    if not text:
-        raise argparse.ArgumentTypeError("expected a file name, got ''")
-    if os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is a directory; expected a file name")
-    folder = os.path.dirname(os.path.abspath(text))
-    if not os.path.isdir(folder):
-        raise argparse.ArgumentTypeError(f"cannot write {text!r}: no directory {folder!r}")
-    if not os.access(folder, os.W_OK) or (os.path.exists(text) and not os.access(text, os.W_OK)):
-        raise argparse.ArgumentTypeError(f"cannot write {text!r}: permission denied")
-    return text
-
-
-def _write_json(path: str, payload: object) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=2)
-        handle.write("\n")
 
 
 #: The float32 cube roots ``verify --exhaustive`` sweeps: the CPU kernel, and
@@ -228,40 +81,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 "seconds": result.seconds,
             }
     if args.json:
-        _write_json(args.json, payload)
+        write_json(args.json, payload)
     return status
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import anchors
 
-    if args.plot:
-        return cmd_bench_plot(args)
-    if args.dask:
-        return cmd_bench_dask(args)
-    if args.peers:
-        return cmd_bench_peers(args)
-    if args.startup:
-        return cmd_bench_startup(args)
-    if args.torch and importlib.util.find_spec("torch") is None:
-        # Checked before the table, which takes a while.
-        print(
-            "cbrtgrad bench: --torch needs PyTorch: python -m pip install 'cbrtgrad[torch]'",
-            file=sys.stderr,
-        )
-        return 2
-    host = tuple(name for name in args.backends if name != "cuda")
-    rows = anchors.run(sizes=tuple(args.sizes), repeat=args.repeat, backends=host)
     if "cuda" in args.backends:
-        # The cuda backend takes device arrays: its rows are measured on
-        # CuPy arrays against the GPU's own anchors (a copy, CuPy, JAX, PyTorch).
-        from .bench import gpu
-
-        status = _registry.availability("cuda")
-        if not status.available or "simulator" in status.reason:
-            print(f"cbrtgrad bench: the cuda backend needs a GPU: {status.reason}", file=sys.stderr)
-            return 2
-        rows += gpu.bench_rows(tuple(args.sizes), args.repeat)
+        # Checked before the table, which takes a while.
+        print(f"cbrtgrad bench: the cuda rows {moved_to('cuda')}", file=sys.stderr)
+        return 2
+    rows = anchors.run(sizes=tuple(args.sizes), repeat=args.repeat, backends=tuple(args.backends))
     # Every table says which CPU and vector ISA its figures are from.
     print(f"CPU: {_isa.host_isa().describe()}")
     print(anchors.format_rows(rows))
@@ -275,25 +106,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         engine = engine_bench.engine_rows(repeat=args.repeat)
         print()
         print(engine_bench.format_engine_rows(engine))
+        print(f"(cbrtgrad.jax against jnp.cbrt: {moved_to('jax')})")
         payload["engine"] = engine
-        # The JAX bridge against jnp.cbrt, where jax is installed (an extra).
-        from .bench import jax_rows
-
-        print()
-        if jax_rows.absent() is None:
-            rows_jax = jax_rows.jax_rows(repeat=args.repeat)
-            print(engine_bench.format_engine_rows(rows_jax))
-            payload["jax"] = rows_jax
-        else:
-            print(f"cbrtgrad.jax rows: absent: {jax_rows.absent()}")
-    if args.torch:
-        from .bench import engine as engine_bench
-        from .bench import pytorch as torch_bench
-
-        bridge = torch_bench.torch_rows(repeat=args.repeat)
-        print()
-        print(engine_bench.format_engine_rows(bridge))
-        payload["torch"] = bridge
     if args.calls:
         from .bench import calls
         from .bench import engine as engine_bench
@@ -302,117 +116,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print()
         print(engine_bench.format_engine_rows(small))
         payload["calls"] = small
-    if args.numba:
-        from .bench import numba_loops
-
-        loops = numba_loops.numba_rows(repeat=args.repeat)
-        print()
-        print(numba_loops.format_numba_rows(loops))
-        payload["numba"] = loops
     if args.json:
-        _write_json(args.json, payload)
-    return 0
-
-
-#: The defaults of ``bench --sizes`` and ``--backends`` (the table's); with
-#: ``--plot`` they stand for the curve's own defaults instead.
-_TABLE_SIZES = [100_000, 10_000_000]
-_TABLE_BACKENDS = ["cpu"]
-
-
-def _plot_path(text: str) -> str:
-    # Checked while parsing, so that a missing matplotlib or a bad file name
-    # fails at once instead of after minutes of measuring.
-    from .bench import plotting
-
-    try:
-        return plotting.check_path(text)
-    except (ImportError, ValueError) as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def cmd_bench_plot(args: argparse.Namespace) -> int:
-    """``cbrtgrad bench --plot FILE``: measure ns per element against size and draw it."""
-    import numba
-    import scipy
-
-    from .bench import curves, plotting
-
-    sizes = curves.CURVE_SIZES if args.sizes == _TABLE_SIZES else tuple(args.sizes)
-    backends = None if args.backends == _TABLE_BACKENDS else tuple(args.backends)
-    points = curves.curve(sizes=sizes, repeat=args.repeat, backends=backends)
-    print(f"CPU: {_isa.host_isa().describe()}")
-    print(curves.format_curve(points))
-    isa = _isa.host_isa()
-    title = (
-        f"cbrtgrad {__version__} forward, {isa.cpu} ({isa.name}), "
-        f"numba {numba.__version__} ({numba.get_num_threads()} threads), "
-        f"numpy {np.__version__}, scipy {scipy.__version__}"
-    )
-    plotting.plot_curve(points, args.plot, title=title)
-    print(f"plot written to {args.plot}")
-    if args.json:
-        _write_json(args.json, {"curve": curves.curve_as_dicts(points)})
-    return 0
-
-
-def cmd_bench_startup(args: argparse.Namespace) -> int:
-    """``cbrtgrad bench --startup``: import and first call in fresh interpreters."""
-    import importlib.util
-
-    from .bench import startup
-
-    dask = importlib.util.find_spec("distributed") is not None
-    rows = startup.startup_rows(runs=args.runs, dask=dask)
-    print(f"CPU: {_isa.host_isa().describe()}")
-    print(startup.format_startup_rows(rows))
-    if not dask:
-        print("(no dask LocalCluster row: distributed is not installed)")
-    if args.json:
-        _write_json(
-            args.json,
-            {"cpu": _isa.host_isa().describe(), "startup": [vars(r) for r in rows]},
-        )
-    return 0
-
-
-def cmd_bench_peers(args: argparse.Namespace) -> int:
-    """``cbrtgrad bench --peers``: the forward against libmvec, SLEEF and jax."""
-    from .bench import peer_table
-
-    rows = peer_table.peer_rows(sizes=tuple(args.sizes), repeat=args.repeat)
-    print(peer_table.format_peer_rows(rows))
-    if args.json:
-        _write_json(args.json, {"peers": peer_table.peer_rows_as_dict(rows)})
-    return 0
-
-
-def _gigabytes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def cmd_bench_dask(args: argparse.Namespace) -> int:
-    """``cbrtgrad bench --dask``: a large float32 array on a local dask cluster vs numpy."""
-    from .bench import dask_table
-
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        print("cbrtgrad bench --dask needs dask and distributed: pip install 'cbrtgrad[dask]'")
-        return 2
-    rows = dask_table.dask_rows(
-        gigabytes=args.dask_gb, n_workers=args.workers, repeat=min(args.repeat, 5)
-    )
-    print(f"CPU: {_isa.host_isa().describe()}")
-    print(dask_table.format_dask_rows(rows))
-    if args.json:
-        _write_json(args.json, {"dask_rows": [vars(r) for r in rows]})
+        write_json(args.json, payload)
     return 0
 
 
@@ -510,43 +215,41 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="accuracy of every backend against mpmath and scipy")
     verify.add_argument(
         "-n",
-        type=_memory_bounded(VERIFY_BYTES_PER_INPUT),
+        type=memory_bounded(VERIFY_BYTES_PER_INPUT),
         default=None,
         help=f"random inputs per dtype (up to what memory holds, {VERIFY_BYTES_PER_INPUT} "
         "bytes each)",
     )
-    verify.add_argument("--backends", type=_backend_list, default=None, help="comma-separated")
+    verify.add_argument("--backends", type=backend_list, default=None, help="comma-separated")
     verify.add_argument(
         "--exhaustive", action="store_true", help="also check all 2^32 float32 inputs"
     )
     verify.add_argument("--no-progress", action="store_true", help="no progress bar")
     verify.add_argument(
-        "--json", metavar="FILE", type=_json_path, help="also write the results as JSON"
+        "--json", metavar="FILE", type=json_path, help="also write the results as JSON"
     )
     verify.set_defaults(func=cmd_verify)
 
-    bench = sub.add_parser("bench", help="throughput against np.cbrt, scipy and a memory copy")
+    bench = sub.add_parser(
+        "bench",
+        help="throughput against np.cbrt, scipy and a memory copy",
+        epilog="--plot, --peers, --dask, --startup, --torch, --numba, the JAX rows of --engine "
+        "and the cuda backend's rows moved out of the package (issue 34): python "
+        "tools/measure.py in a source checkout.",
+    )
     bench.add_argument(
         "--sizes",
-        type=_memory_bounded(BENCH_BYTES_PER_ELEMENT),
+        type=memory_bounded(BENCH_BYTES_PER_ELEMENT),
         nargs="+",
         default=[100_000, 10_000_000],
         help=f"array sizes (up to what memory holds, {BENCH_BYTES_PER_ELEMENT} bytes an element)",
     )
-    bench.add_argument("--repeat", type=_positive, default=20, help="calls per measurement")
-    bench.add_argument("--backends", type=_backend_list, default=["cpu"], help="comma-separated")
+    bench.add_argument("--repeat", type=positive, default=20, help="calls per measurement")
+    bench.add_argument("--backends", type=backend_list, default=["cpu"], help="comma-separated")
     bench.add_argument(
         "--engine",
         action="store_true",
-        help="also time the graph engine: cbrt(x).sum().backward() on 10^6 and 1 elements, and "
-        "cbrtgrad.jax against jnp.cbrt (jitted grad and forward) where jax is installed",
-    )
-    bench.add_argument(
-        "--torch",
-        action="store_true",
-        help="also time the PyTorch bridge (the torch extra) against PyTorch, as ratios: "
-        "cbrt(x).sum().backward() on 10^6 float32 against torch.sign(x)*x.abs().pow(1/3), "
-        "one element against torch.exp, torch.compile against eager",
+        help="also time the graph engine: cbrt(x).sum().backward() on 10^6 and 1 elements",
     )
     bench.add_argument(
         "--calls",
@@ -556,51 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
         "1,000 against the cpu backend's own ufunc",
     )
     bench.add_argument(
-        "--numba",
-        action="store_true",
-        help="also time cbrtgrad.numba in @njit loops (10^6 elements, one thread) against the "
-        "ufunc, numba's np.cbrt and np.sign(v)*np.abs(v)**(1/3), with each one's ulp error",
+        "--json", metavar="FILE", type=json_path, help="also write the table as JSON"
     )
-    bench.add_argument(
-        "--json", metavar="FILE", type=_json_path, help="also write the table as JSON"
-    )
-    bench.add_argument(
-        "--plot",
-        metavar="FILE",
-        type=_plot_path,
-        default=None,
-        help="instead of the table, draw ns per element against array size (needs matplotlib: "
-        "the 'plot' extra) for every available host backend, np.cbrt and scipy.special.cbrt; "
-        "default sizes 10 to 10^7, two per decade; --sizes and --backends override them",
-    )
-    bench.add_argument(
-        "--peers",
-        action="store_true",
-        help="instead of the table, the forward (cpu backend, one thread) against vectorised "
-        "peers: glibc libmvec and SLEEF (AVX2) and jax.numpy.cbrt, with each one's ulp error; "
-        "absent peers are listed with the reason",
-    )
-    bench.add_argument(
-        "--dask",
-        action="store_true",
-        help="instead: a float32 array chunk by chunk on a local dask cluster vs np.cbrt",
-    )
-    bench.add_argument(
-        "--startup",
-        action="store_true",
-        help="instead: import and first float64 cbrt in fresh interpreters, with a cold, a warm "
-        "and no kernel cache (temporary folders), and a 4-worker dask LocalCluster's first "
-        "result with a warm cache (when distributed is installed)",
-    )
-    bench.add_argument(
-        "--runs", type=_positive, default=3, help="--startup fresh interpreters per case"
-    )
-    bench.add_argument(
-        "--dask-gb", type=_gigabytes, default=2.0, help="--dask input size in GB (default 2)"
-    )
-    bench.add_argument(
-        "--workers", type=_positive, default=2, help="--dask worker processes (default 2)"
-    )
+    for flag in MOVED_FLAGS:
+        bench.add_argument(flag, action=Moved)
     bench.set_defaults(func=cmd_bench)
 
     info = sub.add_parser("info", help="versions, CPU features, kernel cache and backends")
@@ -624,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         "this command prints; default all",
     )
     warm.add_argument(
-        "-j", "--jobs", type=_positive, default=None, help="processes (default: one per CPU)"
+        "-j", "--jobs", type=positive, default=None, help="processes (default: one per CPU)"
     )
     warm.add_argument("--no-progress", action="store_true", help="no progress bar")
     warm.set_defaults(func=cmd_warm)

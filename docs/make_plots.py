@@ -1,8 +1,8 @@
 """Regenerate the measured figures of the docs pages (``docs/generated/``).
 
-Runs the command-line code itself (``cbrtgrad verify``, ``cbrtgrad bench`` and
-``cbrtgrad bench --plot``), so the pages show exactly what the commands print
-and draw::
+Runs the command-line code itself (``cbrtgrad verify``, ``cbrtgrad bench``, and
+``python tools/measure.py plot`` and ``peers``, the measuring code that is not
+shipped), so the pages show exactly what the commands print and draw::
 
     python docs/make_plots.py               # the full run: a few minutes
     python docs/make_plots.py --quick       # fewer sizes, inputs and repeats: about a minute
@@ -22,12 +22,13 @@ import io
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # this tree's cbrtgrad, not an installed one
+sys.path.insert(0, os.path.dirname(HERE))  # this tree's cbrtgrad (and tools), not an installed one
 
 from cbrtgrad import cli  # noqa: E402
+from tools import measure  # noqa: E402
 
 FULL = {"table_sizes": [100_000, 10_000_000], "curve_sizes": None, "repeat": 20, "n": 20_000}
 QUICK = {
@@ -38,13 +39,15 @@ QUICK = {
 }
 
 
-def _run_cli(argv: list[str]) -> str:
+def _run_cli(argv: list[str], main: Callable[[list[str]], int] = cli.main) -> str:
     # The tables go to stdout (captured); the progress bar stays on stderr.
+    # ``main`` is the cbrtgrad command's, or tools/measure.py's.
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        status = cli.main(argv)
+        status = main(argv)
     if status != 0:
-        raise SystemExit(f"cbrtgrad {' '.join(argv)} exited with {status}")
+        name = "cbrtgrad" if main is cli.main else "python tools/measure.py"
+        raise SystemExit(f"{name} {' '.join(argv)} exited with {status}")
     return buffer.getvalue()
 
 
@@ -62,16 +65,16 @@ def _commit() -> str:
 
 
 def write_peers(out: str, sizes: list[int], repeat: int) -> str:
-    """Measure ``cbrtgrad bench --peers`` and write ``peers_table.txt``; returns its path.
+    """Measure ``python tools/measure.py peers`` and write ``peers_table.txt``; returns its path.
 
     The peer table is measured on its own (it imports jax where installed,
     and its figures for cbrtgrad move with the kernels): its first line says
     when, at which commit and with which command.
     """
-    argv = ["bench", "--peers", "--sizes", *map(str, sizes), "--repeat", str(repeat)]
-    table = _run_cli(argv)
+    argv = ["peers", "--sizes", *map(str, sizes), "--repeat", str(repeat)]
+    table = _run_cli(argv, measure.main)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    header = f"measured {stamp} at commit {_commit()}: cbrtgrad {' '.join(argv)}"
+    header = f"measured {stamp} at commit {_commit()}: python tools/measure.py {' '.join(argv)}"
     path = os.path.join(out, "peers_table.txt")
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(header + "\n" + table.rstrip("\n") + "\n")
@@ -91,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--peers",
         action="store_true",
-        help="instead: only the table of vectorised peers (bench --peers), peers_table.txt",
+        help="instead: only the table of vectorised peers (measure.py peers), peers_table.txt",
     )
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else FULL
@@ -110,12 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sweep = sweep[sweep.index("Exhaustive") :]
 
     table = _run_cli(["bench", "--sizes", *map(str, table_sizes), "--repeat", str(repeat)])
-    plot_argv = ["bench", "--plot", os.path.join(args.out, "bench_curve.png")]
+    plot_argv = ["plot", os.path.join(args.out, "bench_curve.png")]
     plot_argv += ["--repeat", str(repeat)]
     if curve_sizes:
         plot_argv += ["--sizes", *map(str, curve_sizes)]
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
-    curve = _run_cli(plot_argv)
+    curve = _run_cli(plot_argv, measure.main)
     curve = "\n".join(line for line in curve.splitlines() if not line.startswith("plot written"))
 
     # The versions and the CPU; the backend lines say more than the page needs.

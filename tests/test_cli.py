@@ -1,16 +1,16 @@
 """The command line: verify, bench and info, and its errors."""
 
 import argparse
-import importlib.util
 import json
 import os
 import pathlib
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
-from cbrtgrad import cli
+from cbrtgrad import _cli_types, cli
 from cbrtgrad.bench import calls
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -51,48 +51,14 @@ def test_bench_engine_rows(tmp_path, capsys):
     out = tmp_path / "bench.json"
     argv = ["bench", "--sizes", "1000", "--repeat", "1", "--engine", "--json", str(out)]
     assert cli.main(argv) == 0
-    assert "cbrt(x).sum().backward()" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "cbrt(x).sum().backward()" in text
     engine = json.loads(out.read_text())["engine"]
     cases = [r["case"] for r in engine]
     assert any("auto" in c for c in cases) and any("1 element" in c for c in cases)
     assert all(r["ratio"] > 0 and r["cbrtgrad_s"] > 0 for r in engine)
-    if importlib.util.find_spec("jax") is not None:  # the JAX bridge's rows (an extra)
-        cases = [r["case"] for r in json.loads(out.read_text())["jax"]]
-        assert any("jax.grad" in c and "1e6" in c for c in cases)
-        assert any("FFI route" in c for c in cases) and any("pure_callback" in c for c in cases)
-
-
-def _torch_installed(monkeypatch, installed):
-    # What `bench --torch` asks before measuring, answered for torch alone.
-    real = cli.importlib.util.find_spec
-
-    def find_spec(name, *args):
-        if name == "torch":
-            return object() if installed else None
-        return real(name, *args)
-
-    monkeypatch.setattr(cli.importlib.util, "find_spec", find_spec)
-
-
-def test_bench_torch_rows(tmp_path, capsys, monkeypatch):
-    # The wiring: the rows of cbrtgrad.bench.pytorch (measured by its doctest and
-    # asv), printed and in the JSON; a stand-in keeps inductor's compile out of here.
-    from cbrtgrad.bench import pytorch
-
-    row = {"case": "c", "cbrtgrad_s": 2e-3, "anchor": "a", "anchor_s": 1e-2, "ratio": 0.2}
-    monkeypatch.setattr(pytorch, "torch_rows", lambda repeat: [dict(row, case=f"r{repeat}")])
-    _torch_installed(monkeypatch, True)
-    out = tmp_path / "bench.json"
-    argv = ["bench", "--sizes", "1000", "--repeat", "1", "--torch", "--json", str(out)]
-    assert cli.main(argv) == 0
-    assert "r1" in capsys.readouterr().out
-    assert json.loads(out.read_text())["torch"] == [dict(row, case="r1")]
-
-
-def test_bench_torch_without_torch_is_an_error_naming_the_extra(capsys, monkeypatch):
-    _torch_installed(monkeypatch, False)
-    assert cli.main(["bench", "--torch"]) == 2
-    assert "cbrtgrad[torch]" in capsys.readouterr().err
+    # The JAX bridge's rows moved with its peer comparison: the line names the tool.
+    assert "python tools/measure.py jax" in text
 
 
 def test_info_lists_backends(capsys):
@@ -124,38 +90,46 @@ def test_python_dash_m():
     assert done.stdout.startswith("cbrtgrad ")
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["bench", "--dask", "--dask-gb", "0"],
-        ["bench", "--dask", "--dask-gb", "two"],
-        ["bench", "--dask", "--workers", "0"],
-    ],
-)
-def test_bad_dask_bench_arguments_exit_2(argv):
+@pytest.mark.parametrize("flag", sorted(cli.MOVED_FLAGS))
+def test_each_moved_bench_flag_names_the_tool_that_runs_it(flag, capsys):
+    # Issue 34: the measuring code of these flags left the package; the flag
+    # is an argparse error (exit 2, nothing measured) naming the command now.
+    argv = ["bench", flag, *(["out.png"] if flag == "--plot" else [])]
     with pytest.raises(SystemExit) as excinfo:
         cli.main(argv)
     assert excinfo.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    command, *option = cli.MOVED_FLAGS[flag].split()
+    assert f"{flag} moved out of the package" in captured.err
+    assert f"python tools/measure.py {command}" in captured.err
+    # The named subcommand exists, and takes the flag's option where it had one.
+    from tools import measure
+
+    with pytest.raises(SystemExit) as excinfo:
+        measure.main([command, "--help"])
+    assert excinfo.value.code == 0
+    usage = capsys.readouterr().out
+    assert f"measure.py {command}" in usage
+    assert not option or option[0] in usage
 
 
-def test_bench_dask_prints_and_writes_the_rows(tmp_path, capsys, monkeypatch):
-    # The measurement itself runs in tests/test_distributed.py on its cluster;
-    # here only the command's wiring (arguments in, table and JSON out).
-    from cbrtgrad.bench import dask_table
+def test_bench_on_the_cuda_backend_names_the_tool(capsys, monkeypatch):
+    # The cuda rows (CuPy arrays against the GPU's anchors) moved to
+    # tools/measure.py cuda; said before the host table is measured.
+    from cbrtgrad.backends import _registry
 
-    seen = {}
+    real = _registry.availability
 
-    def rows(**kwargs):
-        seen.update(kwargs)
-        return [dask_table.DaskBenchRow("cbrt", "dask, 3 workers", 0.5, 0.25, 2.0)]
+    def availability(name):
+        return SimpleNamespace(available=True, reason="a GPU") if name == "cuda" else real(name)
 
-    monkeypatch.setattr(dask_table, "dask_rows", rows)
-    out = tmp_path / "dask.json"
-    argv = ["bench", "--dask", "--dask-gb", "0.5", "--workers", "3", "--json", str(out)]
-    assert cli.main(argv) == 0
-    assert seen == {"gigabytes": 0.5, "n_workers": 3, "repeat": 5}
-    assert "dask, 3 workers" in capsys.readouterr().out
-    assert json.loads(out.read_text())["dask_rows"][0]["gb_per_s"] == 2.0
+    monkeypatch.setattr(_registry, "availability", availability)
+    assert cli.main(["bench", "--backends", "cpu,cuda"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "the cuda rows moved out of the package" in captured.err
+    assert "python tools/measure.py cuda" in captured.err
 
 
 def test_info_prints_the_vector_isa_and_each_loops_shape(capsys):
@@ -182,10 +156,6 @@ BAD_ARGUMENTS = {
     "bench --sizes inf": (["bench", "--sizes", "inf"], "positive integer"),
     "bench --sizes 10 2.5": (["bench", "--sizes", "10", "2.5"], "positive integer"),
     "bench --repeat inf": (["bench", "--repeat", "inf"], "positive integer"),
-    "--dask-gb inf": (["bench", "--dask", "--dask-gb", "inf"], "positive number"),
-    "--dask-gb nan": (["bench", "--dask", "--dask-gb", "nan"], "positive number"),
-    "--dask-gb -1": (["bench", "--dask", "--dask-gb", "-1"], "positive number"),
-    "--workers 1.5": (["bench", "--dask", "--workers", "1.5"], "positive integer"),
     "empty --backends": (["verify", "--backends", ""], "at least one backend"),
     "--backends ,": (["bench", "--backends", " , "], "at least one backend"),
     "accelerate off macOS": (["verify", "--backends", "cpu,accelerate"], "unavailable here"),
@@ -270,7 +240,7 @@ def test_unknown_environment_backend_names_the_variable():
     ],
 )
 def test_counts_beyond_memory_are_argparse_errors(argv, flag, capsys):
-    if cli.available_memory() is None:
+    if _cli_types.available_memory() is None:
         assert not sys.platform.startswith("linux")  # /proc/meminfo is always there
         pytest.skip("this platform does not say how much memory it has")
     with pytest.raises(SystemExit) as excinfo:
@@ -283,14 +253,14 @@ def test_counts_beyond_memory_are_argparse_errors(argv, flag, capsys):
 
 def test_the_memory_bound_is_bytes_per_element_times_the_count():
     memory = (10 * cli.VERIFY_BYTES_PER_INPUT * 1000 + 5, "available memory")
-    assert cli.within_memory(10_000, cli.VERIFY_BYTES_PER_INPUT, memory) == 10_000
+    assert _cli_types.within_memory(10_000, cli.VERIFY_BYTES_PER_INPUT, memory) == 10_000
     with pytest.raises(argparse.ArgumentTypeError, match=r"available memory .* at most 10000$"):
-        cli.within_memory(10_001, cli.VERIFY_BYTES_PER_INPUT, memory)
-    assert cli.within_memory(2**53, 64, None) == 2**53  # nothing known: not bounded
+        _cli_types.within_memory(10_001, cli.VERIFY_BYTES_PER_INPUT, memory)
+    assert _cli_types.within_memory(2**53, 64, None) == 2**53  # nothing known: not bounded
 
 
 def test_available_memory_is_at_most_the_physical_memory():
-    memory = cli.available_memory()
+    memory = _cli_types.available_memory()
     if memory is None or not hasattr(os, "sysconf"):
         pytest.skip("this platform does not say how much memory it has")
     assert 0 < memory[0] <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

@@ -23,8 +23,8 @@ from cbrtgrad.backends.dask_cluster import (
     numba_threads_plugin,
     worker_env,
 )
-from cbrtgrad.bench import dask_table
 from cbrtgrad.kernels.cpu import cached_kernels
+from tools.measuring import dask_table
 
 from .backends._cases import cases, same_bits
 

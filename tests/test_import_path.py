@@ -1,14 +1,14 @@
 """``import cbrtgrad`` loads the core only: no scipy, tqdm or matplotlib, no measuring module.
 
-The measuring code is the subpackage ``cbrtgrad.bench``: no core module
-imports it (checked in the source, by walking each module's imports), and
-``import cbrtgrad`` loads none of it (checked in a fresh interpreter).
+The measuring code a user runs is the subpackage ``cbrtgrad.bench``: no core
+module imports it (checked in the source, by walking each module's imports),
+and ``import cbrtgrad`` loads none of it (checked in a fresh interpreter). The
+rest, behind the docs' tables and figures, is ``tools/measuring`` (issue 34),
+which no module of the package imports at all: it is not shipped.
 """
 
 import ast
-import importlib
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +18,6 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "cbrtgrad"
 
 MEASURING = [
-    # The old paths of cbrtgrad.bench.anchors and cbrtgrad.bench.plotting,
-    # kept as deprecation shims.
-    "cbrtgrad.benchmarking",
-    "cbrtgrad.plotting",
     "cbrtgrad._progress",
     "cbrtgrad._text",
     "cbrtgrad.verification.report",
@@ -29,9 +25,9 @@ MEASURING = [
 ]
 HEAVY = ["scipy", "tqdm", "matplotlib", "mpmath", "jax", "dask", "torch"]
 
-#: The modules outside the core: the measuring package, the command line that
-#: runs it (its subcommands import it when they run) and the two shims.
-NOT_CORE = {"bench", "cli.py", "__main__.py", "benchmarking.py", "plotting.py"}
+#: The modules outside the core: the measuring package and the command line
+#: that runs it (its subcommands import it when they run).
+NOT_CORE = {"bench", "cli.py", "__main__.py"}
 
 
 def _loaded_after(statement):
@@ -101,8 +97,8 @@ def test_the_core_imports_nothing_of_the_measuring_package():
     [
         ("from ..bench import timing", True),
         ("from .. import bench", True),
-        ("import cbrtgrad.bench.curves", True),
-        ("def f():\n    from ..bench.peers import find_peers", True),
+        ("import cbrtgrad.bench.anchors", True),
+        ("def f():\n    from ..bench.calls import call_rows", True),
         ("from .. import benchmarking, engine", False),
         ("from . import bench", False),  # cbrtgrad.engine.bench: not the package
         ("from ._bench_helpers import x", False),
@@ -114,26 +110,18 @@ def test_the_import_walk_resolves_relative_imports(source, caught):
     assert any(_is_bench(m) for m in names) == caught, names
 
 
-@pytest.mark.parametrize("old", ["cbrtgrad.benchmarking", "cbrtgrad.plotting"])
-def test_each_old_name_is_its_moved_object_with_a_warning(old):
-    # The two modules docs/api.rst documented before the move: deprecation shims.
-    module = importlib.import_module(old)
-    assert module.__all__
-    for name in module.__all__:
-        with pytest.warns(DeprecationWarning) as caught:
-            moved = getattr(module, name)
-        pattern = rf"{old}\.{name} moved to (cbrtgrad\.bench\.\w+)\.{name}; .*"
-        found = re.fullmatch(pattern, str(caught[0].message))
-        assert found, caught[0].message
-        assert moved is getattr(importlib.import_module(found.group(1)), name)
-    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
-        module.nothing  # noqa: B018
-
-
-def test_an_old_import_warns_at_the_importing_line():
-    from cbrtgrad.bench.anchors import run
-
-    with pytest.warns(DeprecationWarning) as caught:
-        from cbrtgrad.benchmarking import run as old_run
-    assert old_run is run
-    assert caught[0].filename == __file__
+def test_no_module_of_the_package_imports_the_tools():
+    # tools/ (the measuring code behind the docs, the fits, the GPU checks) is
+    # not in the wheel: an import of it anywhere in cbrtgrad, also inside a
+    # function, would fail on a user's machine.
+    offenders = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        names = _imported(path.read_text(encoding="utf-8"), relative)
+        found = sorted(m for m in names if m == "tools" or m.startswith("tools."))
+        if found:
+            offenders[str(relative)] = found
+    assert offenders == {}
+    # The walk sees such an import inside a function.
+    walked = _imported("def f():\n    from tools.measuring import gpu", Path("cli.py"))
+    assert "tools.measuring.gpu" in set(walked)

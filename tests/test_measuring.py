@@ -137,10 +137,10 @@ def test_best_times_rejects_bad_arguments(functions, repeat, error, match):
 
 
 def test_a_fresh_interpreter_runs_this_processs_cbrtgrad(monkeypatch, tmp_path):
-    # bench --startup and asv time the cbrtgrad that measures, also where it
+    # measure.py startup and asv time the cbrtgrad that measures, also where it
     # is not the installed one (a checkout, a worktree).
     import cbrtgrad
-    from cbrtgrad.bench import startup
+    from tools.measuring import startup
 
     monkeypatch.delenv("PYTHONPATH", raising=False)
     monkeypatch.chdir(tmp_path)  # `python -c` would find a cbrtgrad in the working folder

@@ -4,7 +4,7 @@ Every check compares bits with ``cbrtgrad.cbrt``/``cbrtgrad.cbrt_grad`` (the
 ufuncs). The user functions are module-level, so each is compiled once for
 the whole file (a numba compile costs seconds on a small machine), and the
 assembly checks read the loops the bits checks compiled. Speed is measured
-by ``cbrtgrad bench --numba`` and asv, never here.
+by ``python tools/measure.py numba`` and asv, never here.
 """
 
 from __future__ import annotations
@@ -482,20 +482,19 @@ def test_a_cached_user_function_loads_in_a_fresh_process(tmp_path):
     assert runs[0][1] == runs[1][1] == str(want)
 
 
-# -- cbrtgrad bench --numba --------------------------------------------------------------
+# -- python tools/measure.py numba -------------------------------------------------------
 
 
-def test_bench_numba_flag_prints_and_writes_its_rows(tmp_path, capsys, monkeypatch):
-    # The flag's wiring, with stand-in rows: numba_rows itself is run by its
-    # doctest (each of its loops costs a compile).
-    from cbrtgrad import cli
-    from cbrtgrad.bench import numba_loops
+def test_measure_numba_prints_and_writes_its_rows(tmp_path, capsys, monkeypatch):
+    # The subcommand's wiring, with stand-in rows: numba_rows itself is run by
+    # its doctest (each of its loops costs a compile).
+    from tools import measure
+    from tools.measuring import numba_loops
 
     row = {"dtype": "float64", "kernel": "forward", "case": "@njit loop: cbrt(x[i])"}
     row |= {"seconds": 2e-3, "ratio": 6.0, "max_ulp": 0.5}
     monkeypatch.setattr(numba_loops, "numba_rows", lambda repeat: [row])
     out = tmp_path / "bench.json"
-    argv = ["bench", "--sizes", "1000", "--repeat", "1", "--numba", "--json", str(out)]
-    assert cli.main(argv) == 0
+    assert measure.main(["numba", "--repeat", "1", "--json", str(out)]) == 0
     assert "@njit loop: cbrt(x[i])" in capsys.readouterr().out
     assert json.loads(out.read_text())["numba"] == [row]

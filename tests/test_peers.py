@@ -1,4 +1,4 @@
-"""The vectorised peers of ``bench --peers``: each one called right, or absent with a reason.
+"""The vectorised peers of ``measure.py peers``: each one called right, or absent with a reason.
 
 Every available peer is checked against the exact cube root (mpmath at 200
 bits), never against ``np.cbrt``. A peer absent on this machine (no AVX2, no
@@ -14,11 +14,11 @@ import mpmath
 import numpy as np
 import pytest
 
-from cbrtgrad import cli
 from cbrtgrad._isa import HostIsa, host_isa
-from cbrtgrad.bench import peer_table, peers
 from cbrtgrad.bench.inputs import bench_inputs
 from cbrtgrad.verification import cases, ulp
+from tools import measure
+from tools.measuring import peer_table, peers
 
 NAMES = ("glibc libmvec", "SLEEF u10", "jax", "numpy")
 PEER_CASES = [
@@ -211,10 +211,10 @@ def test_peer_table_shows_an_absent_peer(monkeypatch):
     assert "absent: libgone.so is not installed" in peer_table.format_peer_rows(rows)
 
 
-def test_cli_bench_peers(tmp_path, capsys):
+def test_measure_peers(tmp_path, capsys):
     out = tmp_path / "peers.json"
-    argv = ["bench", "--peers", "--sizes", "1000", "--repeat", "1", "--json", str(out)]
-    assert cli.main(argv) == 0
+    argv = ["peers", "--sizes", "1000", "--repeat", "1", "--json", str(out)]
+    assert measure.main(argv) == 0
     text = capsys.readouterr().out
     assert host_isa().describe() in text and peer_table.OURS in text
     payload = json.loads(out.read_text())["peers"]
@@ -226,7 +226,7 @@ def test_cli_bench_peers(tmp_path, capsys):
 
 def test_import_cbrtgrad_does_not_load_the_peers():
     code = (
-        "import sys, cbrtgrad; print('cbrtgrad.bench.peers' in sys.modules, 'jax' in sys.modules)"
+        "import sys, cbrtgrad; print('tools.measuring.peers' in sys.modules, 'jax' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
@@ -244,7 +244,8 @@ def test_make_plots_writes_the_peer_table_alone(tmp_path, capsys):
     assert make_plots.main(argv) == 0
     assert [p.name for p in tmp_path.iterdir()] == ["peers_table.txt"]
     first, cpu, *_ = (tmp_path / "peers_table.txt").read_text().splitlines()
-    assert first.startswith("measured ") and " at commit " in first and "--peers" in first
+    assert first.startswith("measured ") and " at commit " in first
+    assert "python tools/measure.py peers --sizes 100" in first
     assert cpu == f"CPU: {host_isa().describe()}"
 
 

@@ -1,22 +1,25 @@
-"""``cbrtgrad bench --plot``: the curve it measures, the figure it draws, and its errors."""
+"""``python tools/measure.py plot``: the curve it measures, the figure it draws, and its errors."""
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import matplotlib.image
 import numpy as np
 import pytest
 
-from cbrtgrad import cli
-from cbrtgrad.bench import curves, plotting
-from cbrtgrad.bench.curves import CurvePoint
+from tools import measure
+from tools.measuring import curves, plotting
+from tools.measuring.curves import CurvePoint
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_bench_plot_measures_and_draws(tmp_path, capsys):
     png, data = tmp_path / "curve.png", tmp_path / "curve.json"
-    argv = ["bench", "--plot", str(png), "--sizes", "64", "4096", "--repeat", "2"]
-    assert cli.main([*argv, "--backends", "cpu,numpy", "--json", str(data)]) == 0
+    argv = ["plot", str(png), "--sizes", "64", "4096", "--repeat", "2"]
+    assert measure.main([*argv, "--backends", "cpu,numpy", "--json", str(data)]) == 0
     captured = capsys.readouterr()
     assert "100.0%" in captured.err  # the progress bar reached its end
     assert "cbrtgrad[cpu]" in captured.out and f"plot written to {png}" in captured.out
@@ -37,7 +40,7 @@ def test_plot_defaults_to_every_host_backend(tmp_path, capsys):
     # Under the test session's CUDA simulator, cuda is available but takes
     # device arrays only, so the curve leaves it out.
     png = tmp_path / "c.png"
-    assert cli.main(["bench", "--plot", str(png), "--sizes", "32", "--repeat", "1"]) == 0
+    assert measure.main(["plot", str(png), "--sizes", "32", "--repeat", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("CPU: ")  # every table says its CPU and ISA
     header = lines[1]
@@ -74,10 +77,10 @@ def test_missing_matplotlib_fails_before_measuring(tmp_path):
     png = tmp_path / "never.png"
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
-        "from cbrtgrad import cli\n"
-        f"sys.exit(cli.main(['bench', '--plot', {str(png)!r}]))\n"
+        "from tools import measure\n"
+        f"sys.exit(measure.main(['plot', {str(png)!r}]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2
     assert "needs matplotlib" in done.stderr and "cbrtgrad[plot]" in done.stderr
     assert "elapsed" not in done.stderr and not png.exists()
@@ -88,7 +91,7 @@ def test_missing_matplotlib_fails_before_measuring(tmp_path):
 )
 def test_bad_plot_path_exits_2(tmp_path, capsys, name, message):
     with pytest.raises(SystemExit) as excinfo:
-        cli.main(["bench", "--plot", str(tmp_path / name)])
+        measure.main(["plot", str(tmp_path / name)])
     assert excinfo.value.code == 2
     assert message in capsys.readouterr().err
 

@@ -43,7 +43,9 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX: leave me
 
 import numpy as np  # noqa: E402
 
-from cbrtgrad.bench.gpu import call_cost, engine_step, events_ms, measure  # noqa: E402
+# The repository's root: tools.measuring (not shipped) and this tree's cbrtgrad.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tools.measuring.gpu import call_cost, engine_step, events_ms, measure  # noqa: E402
 
 BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 

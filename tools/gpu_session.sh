@@ -41,7 +41,7 @@ python3 tools/gpu_check.py --sweep --json "$out/gpu_check.json" 2>&1 | tee "$out
     || status=1
 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/backends \
     tests/engine/test_device_tensors.py 2>&1 | tee "$out/pytest_cuda.txt" || status=1
-timeout 90 python3 -m cbrtgrad bench --backends cuda --sizes 268435456 2>&1 \
+timeout 90 python3 tools/measure.py cuda --sizes 268435456 2>&1 \
     | tee "$out/bench_cuda.txt" || status=1
 echo "gpu_session: exit $status; logs in $out"
 exit $status

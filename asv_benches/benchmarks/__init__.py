@@ -18,11 +18,21 @@ start fresh interpreters of their own, with temporary cache folders.
 
 import importlib
 import importlib.util
+import os
 import sys
 
 import numpy as np
 
 import cbrtgrad as cg
+
+# Some benchmarks share their cases with the measuring code of the docs
+# (tools/measuring: the numba loops, the start-up scripts), which is not in
+# the wheel asv installs. The checkout's root goes at the END of sys.path: only
+# ``tools`` is found there, and cbrtgrad still comes from the environment asv
+# built for the commit it measures.
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
 
 
 def _prepare_fork_server() -> None:

@@ -2,7 +2,7 @@
 
 Skipped where jax is not installed (``setup`` raises NotImplementedError):
 jax is an extra, ``pip install 'cbrtgrad[jax]'``. The ratios of one run are
-what to compare (``cbrtgrad bench --engine`` prints them side by side).
+what to compare (``python tools/measure.py jax`` prints them side by side).
 """
 
 import importlib.util

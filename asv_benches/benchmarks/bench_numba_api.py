@@ -1,6 +1,6 @@
 """asv benchmarks of ``cbrtgrad.numba`` in a user's own ``@njit`` loops.
 
-The loops are those of ``cbrtgrad bench --numba`` (:mod:`cbrtgrad.bench.numba_loops`,
+The loops are those of ``python tools/measure.py numba`` (``tools/measuring/numba_loops.py``,
 compiled with numba's defaults, as a user's would be): ``cbrt_into`` (the
 ufunc's block function), the scalar ``cbrt(x[i])`` and ``cbrt_grad(g[i], y[i])``,
 numba's own ``np.cbrt(x[i])`` and the power expression
@@ -11,9 +11,9 @@ on one thread (the ``cpu`` backend), timed in turns (``best_times``).
 import numpy as np
 
 import cbrtgrad as cg
-from cbrtgrad.bench import numba_loops
 from cbrtgrad.bench.inputs import bench_inputs
 from cbrtgrad.bench.timing import best_times
+from tools.measuring import numba_loops
 
 DTYPES = ["float32", "float64"]
 N = numba_loops.LARGE

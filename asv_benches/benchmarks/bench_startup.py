@@ -7,8 +7,8 @@ compilation (28 s on a 2-core AMD EPYC, AVX2); a 4-worker dask LocalCluster's
 first ``cbrt`` within 2 s of its workers' start. The caches are temporary
 folders (never the user's): the warm ones at fixed names under the system's
 temporary folder, reused by later runs (their key sub-folders keep them
-apart), the cold ones made per run and removed at its exit. ``cbrtgrad bench
---startup`` measures the same scripts (cbrtgrad.bench.startup).
+apart), the cold ones made per run and removed at its exit. ``python
+tools/measure.py startup`` measures the same scripts (tools/measuring/startup.py).
 
 NOTE: asv's timeraw_ runs the returned code under ``timeit`` in a new
 interpreter, after the returned setup code (untimed).
@@ -19,7 +19,7 @@ import os
 import tempfile
 
 import cbrtgrad
-from cbrtgrad.bench import startup
+from tools.measuring import startup
 
 #: The folder that holds the cbrtgrad this suite imported. NOTE: asv puts
 #: ASV_PYTHONPATH on sys.path of its benchmark processes, but the fresh

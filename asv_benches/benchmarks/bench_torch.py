@@ -1,7 +1,7 @@
 """asv benchmarks of the PyTorch bridge (``cbrtgrad.torch``) against PyTorch's own ops.
 
 Skipped where PyTorch is not installed (``setup`` raises NotImplementedError).
-The cases are ``cbrtgrad bench --torch``'s (cbrtgrad.bench.pytorch), with
+The cases are ``python tools/measure.py torch``'s (tools/measuring/pytorch.py), with
 PyTorch on numba's number of threads:
 
 * forward plus backward of ``cbrt(x).sum()`` on 10^6 float32, through the

@@ -33,7 +33,7 @@ from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective
 
-# Implementations that bench --peers names by their entry point: one row per library.
+# Implementations that measure.py peers names by their entry point: one row per library.
 _ENTRY_POINT = re.compile(r"\s+(_ZGV\w+|Sleef_\w+)$")
 
 
@@ -88,7 +88,7 @@ def bench_ratios(path: Path) -> tuple[str, dict[tuple[str, str], dict[tuple[str,
 
 
 def peer_ratios(path: Path) -> tuple[str, dict[tuple[str, str], dict[tuple[str, str], str]]]:
-    """The machine and the ``peer/ours`` column of a ``cbrtgrad bench --peers`` table.
+    """The machine and the ``peer/ours`` column of a ``tools/measure.py peers`` table.
 
     Same shape as :func:`bench_ratios`, kernel ``cbrt``. cbrtgrad's own rows (1.00) and
     numpy's (``np.cbrt`` is the bench table's anchor already) are left out; a library's

@@ -1,6 +1,6 @@
-"""``cbrtgrad bench --plot``: ns per element against array size, per backend and anchor.
+"""``python tools/measure.py plot``: ns per element against array size, per backend and anchor.
 
-The figure is drawn by :mod:`cbrtgrad.bench.plotting`.
+The figure is drawn by :mod:`tools.measuring.plotting`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any, TextIO
 import numpy as np
 import scipy.special
 
-from .. import _progress, _text, api
-from ..backends import available, get_backend
-from ..verification.cases import DTYPES
-from .inputs import bench_inputs
-from .timing import best_time
+from cbrtgrad import _progress, _text, api
+from cbrtgrad.backends import available, get_backend
+from cbrtgrad.bench.inputs import bench_inputs
+from cbrtgrad.bench.timing import best_time
+from cbrtgrad.verification.cases import DTYPES
 
 #: Sizes of the curve: 10 to 10^7 elements, two per decade.
 CURVE_SIZES = tuple(int(round(10 ** (k / 2))) for k in range(2, 15))

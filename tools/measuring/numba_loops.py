@@ -1,4 +1,4 @@
-"""``cbrtgrad bench --numba``: :mod:`cbrtgrad.numba` in a user's own loops.
+"""``python tools/measure.py numba``: :mod:`cbrtgrad.numba` in a user's own loops.
 
 Each row is a loop a user might write in ``@numba.njit`` code (compiled with
 numba's defaults, as a user's would be), timed against the cbrtgrad ufunc on
@@ -23,11 +23,11 @@ from typing import Any
 import numba
 import numpy as np
 
-from .. import _text, api
-from ..numba import cbrt, cbrt_grad, cbrt_grad_into, cbrt_into
-from ..verification.reference import ulp_errors
-from .inputs import bench_inputs
-from .timing import best_times
+from cbrtgrad import _text, api
+from cbrtgrad.bench.inputs import bench_inputs
+from cbrtgrad.bench.timing import best_times
+from cbrtgrad.numba import cbrt, cbrt_grad, cbrt_grad_into, cbrt_into
+from cbrtgrad.verification.reference import ulp_errors
 
 #: Elements of every row's arrays.
 LARGE = 1_000_000
@@ -181,7 +181,7 @@ def numba_rows(
 
 
 def format_numba_rows(rows: list[dict[str, Any]]) -> str:
-    """The rows as a text table (what ``cbrtgrad bench --numba`` prints).
+    """The rows as a text table (what ``python tools/measure.py numba`` prints).
 
     Examples
     --------

@@ -1,4 +1,4 @@
-"""The figure of ``cbrtgrad bench --plot``: ns per element against array size.
+"""The figure of ``python tools/measure.py plot``: ns per element against array size.
 
 matplotlib is an optional dependency (the ``plot`` extra); it is imported only
 here, and only when a figure is asked for.
@@ -93,7 +93,7 @@ def plot_curve(points: list[CurvePoint], path: str, *, title: str = "") -> Any:
     Parameters
     ----------
     points : list of CurvePoint
-        What :func:`cbrtgrad.bench.curves.curve` measured.
+        What :func:`tools.measuring.curves.curve` measured.
     path : str
         Output file (see :func:`check_path`).
     title : str, optional
@@ -112,7 +112,7 @@ def plot_curve(points: list[CurvePoint], path: str, *, title: str = "") -> Any:
     Examples
     --------
     >>> import os, tempfile
-    >>> from cbrtgrad.bench.curves import CurvePoint
+    >>> from tools.measuring.curves import CurvePoint
     >>> points = [CurvePoint("np.cbrt", "float64", n, 1.0 + 100 / n) for n in (10, 100, 1000)]
     >>> path = os.path.join(tempfile.mkdtemp(), "curve.png")
     >>> figure = plot_curve(points, path)

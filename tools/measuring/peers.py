@@ -1,7 +1,7 @@
 """Vectorised peer implementations of the cube root: find, load and call them.
 
 The peers are what cbrtgrad's forward kernel is measured against in
-``cbrtgrad bench --peers``: other vectorised cube roots a user could call
+``python tools/measure.py peers``: other vectorised cube roots a user could call
 instead, each with its documented accuracy.
 
 - glibc's libmvec, in ``libmvec.so.1`` (glibc 2.35 and later): on AVX2
@@ -22,21 +22,11 @@ instead, each with its documented accuracy.
   elsewhere ``np.cbrt`` is the platform's scalar libm, no vectorised peer,
   and absent. numpy documents no ulp bound for it.
 
-NOTE: libmvec and SLEEF functions take and return a whole vector register
-(``ymm0``, or ``zmm0`` for the AVX-512 variants: the x86 vector function
-ABI), so ``ctypes`` cannot call them. They are called from numba instead:
-the library is loaded into the process with
-``llvmlite.binding.load_library_permanently`` (which is also where the JIT
-resolves symbols), and an ``@intrinsic`` declares
-``<4 x double> @_ZGVdN4v_cbrt(<4 x double>)`` and calls it on a vector load
-from the array. The numba function is compiled for the host CPU (and, for
-the 512-bit variants, with 512-bit vectors preferred, without which LLVM's
-tuning for Intel's AVX-512 CPUs would pass a 512-bit vector as two 256-bit
-halves), so LLVM passes that vector in the register the callee expects; on
-hosts without AVX2 the peer is absent.
+libmvec and SLEEF are called through numba, on whole vector registers
+(:mod:`tools.measuring.vector_abi`); on hosts without AVX2 they are absent.
 
-This module is imported only by :mod:`cbrtgrad.bench.peer_table` when it measures
-the peers (``cbrtgrad bench --peers``), never by ``import cbrtgrad``.
+This module is imported only by :mod:`tools.measuring.peer_table` when it measures
+the peers (``python tools/measure.py peers``), never by ``import cbrtgrad``.
 """
 
 from __future__ import annotations
@@ -53,8 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from .._compile import preferred_vector_width
-from .._isa import host_isa
+from cbrtgrad._isa import host_isa
+
+from . import vector_abi
 
 #: Shared libraries to try, in order, by what ``dlopen`` accepts.
 LIBMVEC = ("libmvec.so.1",)
@@ -97,7 +88,7 @@ class Peer:
     ulp_bound : float or None
         The documented maximum error in ulp; None where none is published.
         (Measured on the same inputs as ours, the error is a column of the
-        ``bench --peers`` table.)
+        ``peers`` table.)
     available : bool
         Whether it loads and runs on this machine.
     reason : str
@@ -175,87 +166,11 @@ def _absent_call(reason: str) -> Callable[[np.ndarray, np.ndarray], None]:
 def _check_arrays(x: np.ndarray, out: np.ndarray, dtype: np.dtype) -> None:
     for name, a in (("x", x), ("out", out)):
         if not isinstance(a, np.ndarray) or a.dtype != dtype:
-            raise TypeError(f"cbrtgrad.bench.peers: {name} must be a {dtype} ndarray")
+            raise TypeError(f"tools.measuring.peers: {name} must be a {dtype} ndarray")
         if not a.flags.c_contiguous:
-            raise ValueError(f"cbrtgrad.bench.peers: {name} must be C-contiguous")
+            raise ValueError(f"tools.measuring.peers: {name} must be C-contiguous")
     if x.shape != out.shape:
-        raise ValueError(f"cbrtgrad.bench.peers: shapes differ: {x.shape} and {out.shape}")
-
-
-# -- vector-ABI functions, called from numba ---------------------------------------
-
-
-def _vector_kernel(symbol: str, lanes: int, dtype: np.dtype) -> Callable[..., None]:
-    """A numba function ``apply(x, out)`` over 1-D contiguous arrays calling ``symbol``.
-
-    ``symbol`` must already resolve in this process (a library loaded with
-    ``load_library_permanently``): the JIT links the call against it.
-    """
-    from llvmlite import ir
-    from numba import njit, types
-    from numba.core import cgutils
-    from numba.extending import intrinsic
-
-    element = types.float64 if dtype == np.float64 else types.float32
-
-    @intrinsic
-    def vector_call(typingctx, src, dst, start):  # type: ignore[no-untyped-def]
-        # dst[start:start+lanes] = symbol(src[start:start+lanes]), one call on
-        # one vector register; the caller keeps start + lanes <= size.
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            src_ty, dst_ty, _ = signature.args
-            src_ary = context.make_array(src_ty)(context, builder, args[0])
-            dst_ary = context.make_array(dst_ty)(context, builder, args[1])
-            vector = ir.VectorType(context.get_value_type(element), lanes)
-            fnty = ir.FunctionType(vector, [vector])
-            fn = cgutils.get_or_insert_function(builder.module, fnty, symbol)
-            src_ptr = builder.bitcast(builder.gep(src_ary.data, [args[2]]), vector.as_pointer())
-            result = builder.call(fn, [builder.load(src_ptr, align=1)])
-            dst_ptr = builder.bitcast(builder.gep(dst_ary.data, [args[2]]), vector.as_pointer())
-            builder.store(result, dst_ptr, align=1)
-            return context.get_dummy_value()
-
-        return types.void(src, dst, start), codegen
-
-    def apply(x, out):  # type: ignore[no-untyped-def]
-        n = x.size
-        full = n - n % lanes
-        for i in range(0, full, lanes):
-            vector_call(x, out, i)
-        if full < n:
-            # The tail goes through a padded vector of its own: a full-width
-            # load from x itself would read past its end.
-            pad = np.ones(lanes, x.dtype)
-            res = np.empty(lanes, x.dtype)
-            for j in range(n - full):
-                pad[j] = x[full + j]
-            vector_call(pad, res, 0)
-            for j in range(n - full):
-                out[full + j] = res[j]
-
-    bits = lanes * element.bitwidth
-    signature = types.void(element[::1], element[::1])
-    # NOTE: compiled eagerly for its one signature inside the width context:
-    # a 512-bit vector argument stays one zmm register only where the caller
-    # prefers 512-bit vectors (see the module's NOTE).
-    with preferred_vector_width(bits):
-        return njit(signature, nogil=True)(apply)  # type: ignore[no-any-return]
-
-
-@functools.cache
-def _load(candidates: tuple[str, ...]) -> tuple[str, str]:
-    """Load the first library of ``candidates`` into the process: (name, error)."""
-    import llvmlite.binding as llvm
-
-    errors = []
-    for name in candidates:
-        try:
-            llvm.load_library_permanently(name)
-        except RuntimeError as exc:
-            errors.append(str(exc).strip() or name)
-        else:
-            return name, ""
-    return "", "; ".join(errors)
+        raise ValueError(f"tools.measuring.peers: shapes differ: {x.shape} and {out.shape}")
 
 
 def _vector_peer(
@@ -278,7 +193,7 @@ def _vector_peer(
     elif needs_fma and not isa.fma:
         reason = "needs FMA, host has none"
     else:
-        loaded, error = _load(candidates)
+        loaded, error = vector_abi.load(candidates)
         if not loaded:
             # llvmlite's message names the library (dlopen's own error).
             reason = f"cannot load {error}" + (f" ({hint})" if hint else "")
@@ -290,7 +205,7 @@ def _vector_peer(
                 reason = f"{loaded} has no {symbol}"
     if reason:
         return Peer(name, dtype, library, symbol, ulp_bound, False, reason, _absent_call(reason))
-    kernel = _vector_kernel(symbol, lanes, dtype)
+    kernel = vector_abi.vector_kernel(symbol, lanes, dtype)
 
     def f(x: np.ndarray, out: np.ndarray) -> None:
         _check_arrays(x, out, dtype)
@@ -464,6 +379,6 @@ def find_peers(*dtypes: Any) -> list[Peer]:
     found: list[Peer] = []
     for dtype in wanted:
         if dtype not in (np.float32, np.float64):
-            raise TypeError(f"cbrtgrad.bench.peers: float32 or float64 only, got {dtype}")
+            raise TypeError(f"tools.measuring.peers: float32 or float64 only, got {dtype}")
         found += _peers_of(dtype)
     return found

@@ -1,4 +1,4 @@
-"""``cbrtgrad bench --engine``'s JAX rows: cbrtgrad.jax against ``jnp.cbrt``, jitted.
+"""``python tools/measure.py jax``: cbrtgrad.jax against ``jnp.cbrt``, jitted.
 
 The rows have the layout of :func:`cbrtgrad.bench.engine.engine_rows`
 (``ratio`` is cbrtgrad's time over the anchor's: below 1 is faster), each
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .timing import best_times
+from cbrtgrad.bench.timing import best_times
 
 LARGE = 1_000_000
 
@@ -73,8 +73,8 @@ def jax_rows(repeat: int = 20) -> list[dict[str, Any]]:
     import jax
     import jax.numpy as jnp
 
-    from .. import jax as cj
-    from ..jax._primitives import cbrt_p
+    from cbrtgrad import jax as cj
+    from cbrtgrad.jax._primitives import cbrt_p
 
     big = jnp.asarray(np.random.default_rng(0).standard_normal(LARGE).astype(np.float32))
     one = jnp.ones(1, jnp.float32)

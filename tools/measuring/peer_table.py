@@ -1,6 +1,6 @@
-"""``cbrtgrad bench --peers``: the forward against every vectorised peer, with its ulp error.
+"""``python tools/measure.py peers``: the forward against every vectorised peer, with its ulp error.
 
-The peers themselves (found, loaded and called) are in :mod:`cbrtgrad.bench.peers`.
+The peers themselves (found, loaded and called) are in :mod:`tools.measuring.peers`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__, _text, api
-from .._isa import host_isa
-from ..verification import ulp
-from ..verification.cases import DTYPES
-from .inputs import BENCH_SIZES, bench_inputs
-from .timing import best_time
+from cbrtgrad import __version__, _text, api
+from cbrtgrad._isa import host_isa
+from cbrtgrad.bench.inputs import BENCH_SIZES, bench_inputs
+from cbrtgrad.bench.timing import best_time
+from cbrtgrad.verification import ulp
+from cbrtgrad.verification.cases import DTYPES
 
 #: Inputs per case whose error is measured against mpmath (an even stride).
 PEER_ULP_SAMPLE = 2000
@@ -88,7 +88,7 @@ def peer_rows(
 
     For each dtype and size the same inputs
     (:func:`cbrtgrad.bench.inputs.bench_inputs`) go through ``cbrtgrad.cbrt``
-    and then each peer of :func:`cbrtgrad.bench.peers.find_peers`, in turn;
+    and then each peer of :func:`tools.measuring.peers.find_peers`, in turn;
     ``rounds`` times over every case, so that each case's measurements are
     spread over the whole run.
     Each time is the best over the rounds of the best of ``repeat``

@@ -1,6 +1,6 @@
 """The cuda backend measured on a GPU: throughput against a copy and the GPU peers.
 
-``cbrtgrad bench --backends cuda`` and ``tools/gpu_check.py`` print these
+``python tools/measure.py cuda`` and ``tools/gpu_check.py`` print these
 rows. They need a CUDA GPU, numba-cuda and CuPy (the arrays are CuPy's; the
 copy anchor is ``cupy.copyto``); JAX and PyTorch are measured where they are
 installed. Times are the best of ``repeat`` runs, taken with CUDA events
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .anchors import BenchRow
+from cbrtgrad.bench.anchors import BenchRow
 
 
 def events_ms(run: Any, repeat: int) -> float:
@@ -242,7 +242,7 @@ def _profile_one_call(x: Any) -> None:
 
 
 def bench_rows(sizes: tuple[int, ...], repeat: int) -> list[BenchRow]:
-    """The ``cbrtgrad bench`` rows of the cuda backend: each kernel against its anchors.
+    """The bench table's rows of the cuda backend (``python tools/measure.py cuda``).
 
     Parameters
     ----------

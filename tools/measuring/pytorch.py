@@ -1,4 +1,4 @@
-"""``cbrtgrad bench --torch``: the PyTorch bridge against PyTorch's own ops, as ratios.
+"""``python tools/measure.py torch``: the PyTorch bridge against PyTorch's own ops, as ratios.
 
 Three pairs, each pair's measurements taken in turns
 (:func:`~cbrtgrad.bench.timing.best_times`) with PyTorch and numba on the
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .timing import best_times
+from cbrtgrad.bench.timing import best_times
 
 LARGE = 1_000_000
 

@@ -1,4 +1,4 @@
-"""``cbrtgrad bench --dask``: a large float32 array chunk by chunk on a dask cluster vs numpy."""
+"""``python tools/measure.py dask``: a large float32 array, chunk by chunk, on dask vs numpy."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import _text, api
-from .timing import best_time
+from cbrtgrad import _text, api
+from cbrtgrad.bench.timing import best_time
 
 
 @dataclass
 class DaskBenchRow:
-    """One measured case of ``cbrtgrad bench --dask``: throughput over the input's bytes."""
+    """One measured case of ``python tools/measure.py dask``: throughput over the input's bytes."""
 
     case: str
     where: str
@@ -34,7 +34,7 @@ def _still_known(keys: list[Any], dask_scheduler: Any = None) -> bool:
 
 def _warm_worker() -> None:
     # Compile (or load) the float32 chunk kernels once per worker, outside the timings.
-    from ..kernels import cpu
+    from cbrtgrad.kernels import cpu
 
     cpu.ufunc("cube_root", np.float32)
     cpu.ufunc("cube_root_grad", np.float32)
@@ -141,7 +141,7 @@ def dask_rows(
     """
     from distributed import Client, LocalCluster
 
-    from ..backends.dask_cluster import default_numba_threads, worker_env
+    from cbrtgrad.backends.dask_cluster import default_numba_threads, worker_env
 
     if not gigabytes > 0:
         raise ValueError(f"cbrtgrad: gigabytes must be > 0, got {gigabytes}")

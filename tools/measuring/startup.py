@@ -1,4 +1,4 @@
-"""``cbrtgrad bench --startup``: import and first call, each in fresh interpreters.
+"""``python tools/measure.py startup``: import and first call, each in fresh interpreters.
 
 The same scripts are timed by asv (``asv_benches/benchmarks/bench_startup.py``).
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import _text
+from cbrtgrad import _text
 
 #: What a fresh interpreter times: ``import cbrtgrad`` (numpy already
 #: imported) and the first float64 ``cbrt`` after it. Prints JSON.
@@ -89,9 +89,12 @@ def run_fresh(
     from pathlib import Path
 
     env = dict(os.environ)
+    import cbrtgrad
+
     # This process's cbrtgrad, also when it is not the installed one: the folder
-    # that holds the package (cbrtgrad/bench/startup.py is two levels below it).
-    package_parent = str(Path(__file__).resolve().parents[2])
+    # that holds the package (found from the package, not from this file: the
+    # tools of a checkout may measure a cbrtgrad installed elsewhere).
+    package_parent = str(Path(cbrtgrad.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
     if cache_dir is None:
         env["CBRTGRAD_CACHE"] = "0"
