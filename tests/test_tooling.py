@@ -124,3 +124,22 @@ def test_gpu_session_without_a_gpu_says_so_and_exits_2(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no CUDA GPU here" in done.stdout
+
+
+def test_every_module_is_in_one_room_and_the_pictures_counts_are_current():
+    # docs/architecture.md draws the package's rooms with their line counts
+    # (tools/room_lines.py): a new module must be placed in the picture, and
+    # the counts drawn may lag the code by 10 % at most.
+    import re
+
+    rooms = _load_tool("room_lines")
+    misplaced = {m: rooms.room_of(m) for m in rooms.modules() if len(rooms.room_of(m)) != 1}
+    assert not misplaced, misplaced
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    drawn = {}
+    for name in rooms.room_lines():
+        found = re.search(rf"\b{re.escape(name)} +([\d,]+)\b", page)
+        assert found, f"docs/architecture.md draws no count for the room {name!r}"
+        drawn[name] = int(found.group(1).replace(",", ""))
+    for name, count in rooms.room_lines().items():
+        assert abs(drawn[name] - count) <= 0.1 * count, (name, drawn[name], count)
