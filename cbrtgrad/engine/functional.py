@@ -12,8 +12,9 @@ from .. import _dtypes
 from .._array_kinds import is_dask_array
 from . import grad_mode
 from .array_api import is_standard_array, raw
+from .data import refuse_masked
 from .graph import grad_of
-from .tensor import Tensor, refuse_masked
+from .tensor import Tensor
 
 
 def _integer(value: Any) -> bool:

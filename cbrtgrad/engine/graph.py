@@ -20,10 +20,11 @@ import numpy as np
 from .._array_kinds import is_dask_array
 from . import grad_mode
 from .array_api import StandardArray, is_standard_array, raw, wrap
+from .data import refuse_masked
 from .node import Node
 from .op_table import routes
 from .recording import edge_of
-from .tensor import Tensor, refuse_masked
+from .tensor import Tensor
 
 #: Serialises writes of leaves' ``.grad`` (see :func:`backward`).
 _ACCUMULATE_LOCK = threading.Lock()

@@ -18,12 +18,13 @@ import numpy as np
 from .. import _dtypes
 from .._array_kinds import is_dask_array
 from .array_api import StandardArray, is_standard_array
+from .data import refuse_masked
 from .node import Node
 from .op_table import routes
 from .recording import apply
 from .schema import AmpPolicy, OpSchema, Saves
 from .shape_ops import reduce_to
-from .tensor import Tensor, refuse_masked
+from .tensor import Tensor
 
 _SCALARS = (int, float, np.integer, np.floating, np.bool_, bool)
 

@@ -6,59 +6,22 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes
 from .._array_kinds import is_dask_array
 from . import grad_mode
 from .array_api import StandardArray, is_standard_array, refuse_host_copy
-from .op_table import API_OPS, METHODS, UFUNC_OPS
+from .data import tensor_data
+from .methods import Methods
+from .op_table import API_OPS, UFUNC_OPS
 from .operators import Operators
 from .versions import DataView, Version, alias, counter_of, write_target
 
-# The operators and methods that record ops run the functions the op modules
+# The operators that record ops run the functions the op modules
 # entered in the op table (op_table.py): those modules import this one, so
 # this one imports none of them.
 _UFUNC = UFUNC_OPS
-_METHOD = METHODS
 
 
 _new = object.__new__
-
-
-def refuse_masked(value: Any, name: str) -> None:
-    """Raise a ``TypeError`` naming ``name`` if ``value`` is a numpy masked array.
-
-    The engine has no masks: taking the values alone would let the masked
-    ones into sums, means and gradients, silently.
-    """
-    if isinstance(value, np.ma.MaskedArray):
-        raise TypeError(
-            f"cbrtgrad: {name} is a masked array (numpy.ma.MaskedArray), and Tensors have no "
-            f"mask: the masked values would enter the results. Pass {name}.filled(value) or "
-            f"{name}.compressed() instead"
-        )
-
-
-def tensor_data(value: Any, name: str) -> Any:
-    """``value`` as a Tensor's data: an ndarray (no copy when it is one), a dask array,
-    or a device array (CuPy, PyTorch CUDA, numba: held as a :class:`StandardArray`).
-
-    A float, integer or bool dtype; anything else (and a masked array) is a
-    ``TypeError`` naming ``name``.
-    """
-    if type(value) is not np.ndarray:
-        refuse_masked(value, name)
-        if is_dask_array(value):
-            _dtypes.compute_dtype(value.dtype, name)
-            return value
-        if type(value) is StandardArray:
-            return value
-        if is_standard_array(value):
-            array = StandardArray(value)
-            _dtypes.compute_dtype(array.dtype, name)
-            return array
-        value = np.asarray(value)
-    _dtypes.compute_dtype(value.dtype, name)
-    return value
 
 
 def adopt(value: Any, name: str) -> tuple[Any, Version | None]:
@@ -81,7 +44,7 @@ def adopt(value: Any, name: str) -> tuple[Any, Version | None]:
     return data, None
 
 
-class Tensor(Operators):
+class Tensor(Operators, Methods):
     """An array that records the ops applied to it, for reverse-mode gradients.
 
     Parameters
@@ -391,135 +354,6 @@ class Tensor(Operators):
             self.grad_fn = new.grad_fn
             self._requires_grad = True
         return self
-
-    def sum(
-        self, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
-    ) -> Tensor:
-        """Sum over ``axis`` (all axes by default); ``np.sum(tensor)`` calls it.
-
-        Parameters
-        ----------
-        axis : int or tuple of int, optional
-            Axes to reduce.
-        dtype, out : None
-            Only for ``np.sum``'s signature: anything else is a ``TypeError``.
-        keepdims : bool, default False
-            Keep the reduced axes with size one.
-
-        Returns
-        -------
-        Tensor
-
-        Examples
-        --------
-        >>> import numpy as np, cbrtgrad as cg
-        >>> cg.Tensor(np.ones((2, 3))).sum(axis=0)
-        Tensor([2., 2., 2.])
-        """
-        return _METHOD["sum"](self, axis, dtype, out, keepdims)
-
-    def mean(
-        self, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
-    ) -> Tensor:
-        """Mean over ``axis`` (all axes by default); ``np.mean(tensor)`` calls it.
-
-        Parameters
-        ----------
-        axis : int or tuple of int, optional
-            Axes to reduce.
-        dtype, out : None
-            Only for ``np.mean``'s signature: anything else is a ``TypeError``.
-        keepdims : bool, default False
-            Keep the reduced axes with size one.
-
-        Returns
-        -------
-        Tensor
-
-        Examples
-        --------
-        >>> import numpy as np, cbrtgrad as cg
-        >>> np.mean(cg.Tensor(np.array([1.0, 2.0, 6.0])))
-        Tensor(3.)
-        """
-        return _METHOD["mean"](self, axis, dtype, out, keepdims)
-
-    def reshape(self, *shape: Any) -> Tensor:
-        """The same values in a new shape (differentiable).
-
-        Parameters
-        ----------
-        *shape : int or tuple of int
-            The new shape, as ``reshape(2, 3)`` or ``reshape((2, 3))``.
-
-        Returns
-        -------
-        Tensor
-
-        Examples
-        --------
-        >>> import numpy as np, cbrtgrad as cg
-        >>> cg.Tensor(np.arange(4.0)).reshape(2, 2).shape
-        (2, 2)
-        """
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        return _METHOD["reshape"](self, shape)
-
-    def astype(self, dtype: Any) -> Tensor:
-        """A differentiable cast to a float dtype (the gradient is cast back).
-
-        Parameters
-        ----------
-        dtype : numpy.dtype
-            float16, float32 or float64.
-
-        Returns
-        -------
-        Tensor
-
-        Examples
-        --------
-        >>> import numpy as np, cbrtgrad as cg
-        >>> cg.Tensor(np.array([8.0])).astype(np.float32).dtype
-        dtype('float32')
-        """
-        return _METHOD["astype"](self, dtype)
-
-    def backward(
-        self, gradient: Any = None, *, retain_graph: bool | None = None, create_graph: bool = False
-    ) -> None:
-        """Accumulate ``d self / d leaf`` into every leaf's ``.grad``.
-
-        Parameters
-        ----------
-        gradient : array_like, optional
-            ``dL/dself``, of this tensor's shape; may be omitted only when the
-            tensor has one element.
-        retain_graph : bool, optional
-            Keep the saved values for another backward (default: ``create_graph``).
-        create_graph : bool, default False
-            Record the backward itself, for second derivatives; ``.grad`` is
-            then a ``Tensor``.
-
-        Raises
-        ------
-        RuntimeError
-            If the tensor does not require grad, if ``gradient`` is omitted for
-            a tensor of several elements, if the graph was already freed by an
-            earlier backward, or if a saved value was modified in place.
-        ValueError, TypeError
-            If ``gradient`` has the wrong shape or a non-float dtype.
-
-        Examples
-        --------
-        >>> import numpy as np, cbrtgrad as cg
-        >>> x = cg.Tensor(np.array([8.0]), requires_grad=True)
-        >>> cg.cbrt(x).sum().backward()
-        >>> x.grad
-        array([0.08333333])
-        """
-        _METHOD["backward"](self, gradient, retain_graph, create_graph)
 
 
 def _whole(view: DataView) -> bool:
