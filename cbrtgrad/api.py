@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from . import _dtypes, _half
+from . import _dtypes, _half, _subclasses
 from ._array_kinds import is_dask_array, is_device_array
 from ._dtypes import _NATIVE  # NOTE: looked up directly on the hot path (_dtypes.native)
+from ._subclasses import has_subclass
 from ._ufunc_args import (
     check_fused_out,
     check_out,
@@ -72,9 +73,9 @@ def _half_out(
     else:
         compute = _dtypes.compute_dtype_of(*args, argument="g, y")
     # The values the kernel takes, which the exact comparisons must see.
-    arrays = tuple(np.asarray(_plain(a), compute) for a in args)
+    arrays = tuple(np.asarray(_subclasses.plain(a), compute) for a in args)
     plain = type(out) is np.ndarray
-    check_out(_plain(out), arrays, compute, where, writes=plain)
+    check_out(_subclasses.plain(out), arrays, compute, where, writes=plain)
     # The gradient in float64 whatever the operands: correctly rounded over all of half's range.
     wide_dtype = compute if func is cbrt else np.dtype(np.float64)
     rounding: Any = _half.cube_root if func is cbrt else _half.gradient
@@ -144,58 +145,15 @@ def _as_compute(value: Any, dtype: np.dtype) -> Any:
     return np.asarray(value, dtype=dtype)
 
 
-def _subclass(*values: Any) -> Any:
-    """The ndarray-subclass argument that decides the result's type, as in numpy, or None.
-
-    numpy lets the subclass of highest ``__array_priority__`` wrap a ufunc's
-    result (``np.matrix``, ``np.memmap``, user subclasses).
-    """
-    found = None
-    for v in values:
-        if isinstance(v, np.ndarray) and type(v) is not np.ndarray:
-            if found is None or v.__array_priority__ > found.__array_priority__:
-                found = v
-    return found
-
-
-def _overrides_ufuncs(value: Any) -> bool:
-    return type(value).__array_ufunc__ is not np.ndarray.__array_ufunc__
-
-
-def _plain(value: Any) -> Any:
-    return value.view(np.ndarray) if isinstance(value, np.ndarray) else value
-
-
-def _through_subclass(kernel: str, args: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
-    """Run ``kernel`` where an argument's subclass overrides ``__array_ufunc__``.
-
-    A subclass that overrides ``__array_ufunc__`` (``np.ma.MaskedArray``,
-    the engine's ``Tensor.data`` views) decides the call itself: it gets the
-    cpu backend's numpy ufunc, as it would get ``np.cbrt``. Any other
-    subclass is computed on its plain-ndarray view and the result wrapped
-    back with its ``__array_wrap__`` (``np.matrix`` stays a matrix); an
-    ``out=`` is returned as given.
-    """
-    from .backends._layout import call_ufunc
-    from .kernels import cpu as cpu_kernels
-
-    ufunc = getattr(cpu_kernels.ufuncs(), kernel)
-    if isinstance(out, tuple):
-        out = out[0] if len(out) == 1 else out
-    if where is True:
-        return ufunc(*args, out=out, dtype=dtype)
-    return call_ufunc(ufunc, *args, out=out, where=where, dtype=dtype)
-
-
 def _subclass_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``func(*args, **kwargs)`` when an argument or ``out`` is an ndarray subclass.
 
-    See :func:`_through_subclass`; the result has the subclass numpy would give.
+    See :func:`cbrtgrad._subclasses.through_subclass`; the result has the subclass numpy would give.
     """
     out = kwargs.get("out")
     outs = out if isinstance(out, tuple) else (out,)
     arrays = [v for v in (*args, *outs) if isinstance(v, np.ndarray)]
-    if any(_overrides_ufuncs(v) for v in arrays):
+    if any(_subclasses.overrides_ufuncs(v) for v in arrays):
         backend = kwargs.get("backend")
         if func is cbrt_and_grad:
             y_out, dx_out = (None, None) if out is None else out
@@ -206,40 +164,21 @@ def _subclass_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
             where = check_where(where)
         if func is cbrt:
             dtype = _dtypes.compute_dtype_of(args[0], dtype=kwargs.get("dtype"))
-            return _through_subclass("cube_root", args, out, where, dtype)
+            return _subclasses.through_subclass("cube_root", args, out, where, dtype)
         dtype = _dtypes.compute_dtype_of(*args, argument="g, y")
-        return _through_subclass("cube_root_grad", args, out, where, dtype)
-    plain_out = tuple(_plain(o) for o in outs) if isinstance(out, tuple) else _plain(out)
-    result = func(*(_plain(a) for a in args), **{**kwargs, "out": plain_out})
+        return _subclasses.through_subclass("cube_root_grad", args, out, where, dtype)
+    plain_out = (
+        tuple(_subclasses.plain(o) for o in outs)
+        if isinstance(out, tuple)
+        else _subclasses.plain(out)
+    )
+    result = func(*(_subclasses.plain(a) for a in args), **{**kwargs, "out": plain_out})
     if out is not None:
         return out
-    sub = _subclass(*args)
+    sub = _subclasses.subclass(*args)
     if isinstance(result, tuple):
-        return tuple(_wrap(sub, r, args, i) for i, r in enumerate(result))
-    return _wrap(sub, result, args, 0)
-
-
-def _has_subclass(*values: Any) -> bool:
-    for v in values:
-        if isinstance(v, tuple):
-            if _has_subclass(*v):
-                return True
-        elif isinstance(v, np.ndarray) and type(v) is not np.ndarray:
-            return True
-    return False
-
-
-def _wrap(sub: Any, result: Any, args: tuple[Any, ...], index: int) -> Any:
-    if sub is None or not isinstance(result, (np.ndarray, np.generic)):
-        return result  # a lazy or device array
-    scalar = isinstance(result, np.generic)  # a 0-d result: numpy asks for a scalar
-    # The context numpy gives a ufunc's __array_wrap__ (np.ma takes the
-    # inputs' masks from it): the cpu backend's ufunc stands for the function.
-    from .kernels import cpu as cpu_kernels
-
-    ufuncs = cpu_kernels.ufuncs()
-    ufunc = ufuncs.cube_root if len(args) == 1 else ufuncs.cube_root_grad
-    return sub.__array_wrap__(np.asarray(result), (ufunc, args, index), scalar)
+        return tuple(_subclasses.wrap(sub, r, args, i) for i, r in enumerate(result))
+    return _subclasses.wrap(sub, result, args, 0)
 
 
 def cbrt(
@@ -308,7 +247,7 @@ def cbrt(
         half_out = _half_target(out, x)
         if half_out is not None:
             return _half_out(cbrt, (x,), half_out, check_where(where), backend, dtype)
-    if (not plain or (out is not None and type(out) is not np.ndarray)) and _has_subclass(x, out):
+    if (not plain or (out is not None and type(out) is not np.ndarray)) and has_subclass(x, out):
         kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
         return _subclass_result(cbrt, (x,), kwargs)
     # NOTE: hot path: a plain array of a compute dtype computes in it, as it is.
@@ -380,9 +319,7 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
         half_out = _half_target(out, g, y)
         if half_out is not None:
             return _half_out(cbrt_grad, (g, y), half_out, check_where(where), backend)
-    if (not plain or (out is not None and type(out) is not np.ndarray)) and _has_subclass(
-        g, y, out
-    ):
+    if (not plain or (out is not None and type(out) is not np.ndarray)) and has_subclass(g, y, out):
         kwargs = {"out": out, "where": where, "backend": backend}
         return _subclass_result(cbrt_grad, (g, y), kwargs)
     # NOTE: hot path: plain arrays of one compute dtype compute in it, as they are.
@@ -441,7 +378,7 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
         overridden = _override(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
         if overridden is not _NO_OVERRIDE:
             return overridden  # type: ignore[no-any-return]
-    if (not plain or out is not None) and _has_subclass(x, g, out):
+    if (not plain or out is not None) and has_subclass(x, g, out):
         result = _subclass_result(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
         return result  # type: ignore[no-any-return]
     # NOTE: hot path: plain arrays of one compute dtype compute in it, as they are.

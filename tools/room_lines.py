@@ -28,10 +28,11 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_half.py",
             "_array_kinds.py",
             "_namespaces.py",
+            "_subclasses.py",
             "__init__.py",
             "_version.py",
         ),
-    ),  # fmt: skip
+    ),
     ("engine", ("engine/*.py",)),
     ("bridges", ("torch/*.py", "jax/*.py", "mlx/*.py", "numba.py")),
     ("verification", ("verification/*.py",)),
