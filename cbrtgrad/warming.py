@@ -22,11 +22,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from . import _cache, _compile
+from ._warm_report import WarmedKernel, WarmReport
 
 #: The dtypes in the order their kernels are listed. NOTE: the heaviest
 #: first (the float64 gradients, the threaded loops): the workers take the
@@ -163,74 +164,6 @@ def kernel_names(only: Iterable[str] | str | None = None) -> list[str]:
     if not names:
         raise ValueError(f"only must name at least one group ({', '.join(GROUPS)}) or kernel")
     return list(dict.fromkeys(names))
-
-
-@dataclass(frozen=True)
-class WarmedKernel:
-    """One kernel :func:`cbrtgrad.warm` built.
-
-    Parameters
-    ----------
-    name : str
-        As ``cbrtgrad info`` and ``cbrtgrad._compile.built_kernels()`` name it.
-    outcome : str
-        ``"compiled"`` (and saved in the cache) or ``"loaded"`` (it was there).
-    seconds : float
-        Wall time of the build in its worker.
-    """
-
-    name: str
-    outcome: str
-    seconds: float
-
-
-@dataclass(frozen=True)
-class WarmReport:
-    """What :func:`cbrtgrad.warm` did.
-
-    Parameters
-    ----------
-    folder : str
-        The cache folder the kernels are in (one per CPU, settings and versions).
-    kernels : tuple of WarmedKernel
-        In the order they finished.
-    seconds : float
-        Wall time of the whole warm.
-    jobs : int
-        Processes used.
-    """
-
-    folder: str
-    kernels: tuple[WarmedKernel, ...]
-    seconds: float
-    jobs: int
-
-    @property
-    def compiled(self) -> list[str]:
-        """The kernels compiled (the others were already cached)."""
-        return [k.name for k in self.kernels if k.outcome == "compiled"]
-
-    def describe(self) -> str:
-        """A line per kernel, then a summary line.
-
-        Examples
-        --------
-        >>> report = WarmReport("/c", (WarmedKernel("ufunc cube_root float64", "compiled", 3.0),),
-        ...                     3.5, 2)
-        >>> print(report.describe())
-          compiled  ufunc cube_root float64   3.0 s
-        1 kernel in /c: 1 compiled, 0 already cached, in 3.5 s with 2 processes
-        """
-        width = max((len(k.name) for k in self.kernels), default=0)
-        lines = [f"  {k.outcome:<9} {k.name:<{width}} {k.seconds:5.1f} s" for k in self.kernels]
-        count = len(self.kernels)
-        compiled = len(self.compiled)
-        lines.append(
-            f"{count} kernel{'s' if count != 1 else ''} in {self.folder}: {compiled} compiled, "
-            f"{count - compiled} already cached, in {self.seconds:.1f} s with "
-            f"{self.jobs} process{'es' if self.jobs != 1 else ''}"
-        )
-        return "\n".join(lines)
 
 
 def _build(name: str) -> WarmedKernel:

@@ -44,6 +44,7 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "__main__.py",
             "bench/*.py",
             "warming.py",
+            "_warm_report.py",
             "_progress.py",
             "_text.py",
         ),
