@@ -54,7 +54,7 @@ from . import _config
 
 #: The modules whose text decides the machine code: the kernels and their
 #: compile policy. A change to any of them is a new key.
-_SOURCE_MODULES = ("_cache.py", "_compile.py", "_config.py", "_isa.py")
+_SOURCE_MODULES = ("_cache.py", "_compile.py", "_config.py", "_isa.py", "_simd_shape.py")
 _PACKAGE = Path(__file__).resolve().parent
 
 
