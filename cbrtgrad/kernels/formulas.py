@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .formulas_f32 import make_formulas_f32
+from .formulas_f32_single import make_formulas_f32_single
 from .formulas_f64 import make_formulas_f64
 
 
@@ -57,6 +58,10 @@ class Formulas:
     cube_root_f32_normal : function
         That common path: the bits (int64) of the float32 root of a positive
         normal float32 given by its bits.
+    cube_root_f32_single : function
+        ``cube_root_f32``'s bits in float32 arithmetic, ``fma`` and integers
+        only (no float64): the source of the Metal kernel
+        (:mod:`cbrtgrad.kernels.metal_source`).
 
     The two passes the CPU's vector loops run instead (a branch-free fast
     path over a block, then the exact path for its few hard lanes):
@@ -99,6 +104,7 @@ class Formulas:
     cube_root_f64_branching: Any
     cube_root_grad_f32_branching: Any
     cube_root_f32_normal: Any
+    cube_root_f32_single: Any
     cube_root_grad_f64: Any
     cube_root_grad_f32: Any
     cube_root_f64_fast: Any
@@ -132,7 +138,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     Returns
     -------
     Formulas
-        The 19 compiled scalar functions.
+        The 20 compiled scalar functions.
 
     Examples
     --------
@@ -142,4 +148,8 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     >>> float(f.cube_root_f64(-27.0))
     -3.0
     """
-    return Formulas(**make_formulas_f64(prims, jit), **make_formulas_f32(prims, jit))
+    return Formulas(
+        **make_formulas_f64(prims, jit),
+        **make_formulas_f32(prims, jit),
+        **make_formulas_f32_single(prims, jit),
+    )
