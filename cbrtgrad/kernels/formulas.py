@@ -89,6 +89,9 @@ class Formulas:
     inverse_cbrt_f32_integer_third : function
         The same from a float32's bits, its third an integer division (the
         CUDA kernels').
+    cube_root_f32_single_near : function
+        ``cube_root_f32_single``'s float32 steps: ``w -> y`` within 0.516 ulp
+        of ``w^(1/3)`` for ``w`` in [1, 8).
 
     The gradient's nan, which the kernels above return for every nan result:
 
@@ -116,6 +119,7 @@ class Formulas:
     inverse_cbrt_guess_f64: Any
     inverse_cbrt_f32: Any
     inverse_cbrt_f32_integer_third: Any
+    cube_root_f32_single_near: Any
     grad_nan_f64: Any
     grad_nan_f32: Any
 
@@ -138,7 +142,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     Returns
     -------
     Formulas
-        The 20 compiled scalar functions.
+        The 21 compiled scalar functions.
 
     Examples
     --------

@@ -22,10 +22,13 @@ arithmetic comes only from the primitives: each product is rounded on its
 own or fused by an explicit ``fma``, never by a contraction the compiler may
 or may not make.
 
-NOTE: MLX compiles ``metal_kernel`` sources with ``MTLMathModeSafe`` by
-default (mlx/backend/metal/device.cpp, ``set_compile_options``;
-``setFastMathEnabled(false)`` before macOS 15 and in MLX before 0.32); the
-kernel does not depend on it (docs/kernels.md, "The Metal kernel").
+NOTE: MLX compiles ``metal_kernel`` sources with ``MTLMathModeSafe`` unless
+``compile_options`` say otherwise (mlx/backend/metal/device.cpp,
+``set_compile_options``; ``setFastMathEnabled(false)`` before macOS 15, and
+for every source before MLX's pull request 3728). The kernel needs that
+mode for what is claimed: its decision is in integers, and its float steps
+keep a margin, but they are checked only as written, which "relaxed" and
+"fast" do not promise (docs/kernels.md, "The Metal kernel").
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ _COMPARISONS = {
     ast.NotEq: "!=",
 }
 _UNSIGNED = ("uint", "ulong")
+_PRIMITIVES = ("mul32", "fma32", "f32_as_i32", "i32_as_f32")
 # Local names get this prefix: no clash with Metal's own names (sign, fma).
 _PREFIX = "cr_"
 
@@ -91,6 +95,7 @@ class _Translation:
 
     parameter: str
     input_expression: str
+    prefix: str = "cr_"
     types: dict[str, str] = field(default_factory=dict)
 
     def expression(self, node: ast.expr) -> tuple[str, str]:
@@ -139,7 +144,7 @@ class _Translation:
         if name == self.parameter:
             return self.input_expression, "float"
         if name in self.types:
-            return _PREFIX + name, self.types[name]
+            return self.prefix + name, self.types[name]
         if hasattr(formulas_f32_single, name):
             return _literal(getattr(formulas_f32_single, name))
         raise ValueError(f"unknown name {name!r}")
@@ -214,19 +219,47 @@ class _Translation:
             ):
                 raise ValueError(f"line {statement.lineno}: only `name = expression` and return")
             name = statement.targets[0].id
+            inlined = self._inlined_call(statement.value, name)
+            if inlined is not None:
+                lines += inlined
+                continue
             text, kind = self.expression(statement.value)
             if name in self.types:
                 if self.types[name] != kind:
                     raise ValueError(
                         f"line {statement.lineno}: {name} was {self.types[name]}, now {kind}"
                     )
-                lines.append(f"{_PREFIX}{name} = {text};")
+                lines.append(f"{self.prefix}{name} = {text};")
             else:
                 self.types[name] = kind
-                lines.append(f"{kind} {_PREFIX}{name} = {text};")
+                lines.append(f"{kind} {self.prefix}{name} = {text};")
         if not lines or not lines[-1].startswith(output):
             raise ValueError("the function must end with a return")
         return lines
+
+    def _inlined_call(self, value: ast.expr, name: str) -> list[str] | None:
+        """``name = helper(local)`` for another formula of the module, inlined in a block."""
+        if not (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id not in _PRIMITIVES
+            and len(value.args) == 1
+            and isinstance(value.args[0], ast.Name)
+        ):
+            return None
+        callee = _function_node(value.func.id)
+        argument, kind = self.expression(value.args[0])
+        if kind != "float" or len(callee.args.args) != 1:
+            raise ValueError(f"line {value.lineno}: a formula call takes one float")
+        if name in self.types:
+            raise ValueError(f"line {value.lineno}: {name} is assigned a call twice")
+        self.types[name] = "float"
+        # The block scopes the callee's locals; the last word of its name
+        # keeps them apart from the caller's in a reader's eye.
+        prefix = f"{self.prefix}{callee.name.rsplit('_', 1)[-1]}_"
+        inner = _Translation(callee.args.args[0].arg, argument, prefix)
+        body = inner.statements(callee.body, self.prefix + name)
+        return [f"float {self.prefix}{name};", "{", *("    " + line for line in body), "}"]
 
 
 def _is_cast(node: ast.expr, to: str | None = None) -> bool:
@@ -297,8 +330,10 @@ def metal_kernel_source(input_name: str = "x", output_name: str = "y") -> str:
     nans and subnormals included), so the grid is the array's size and the
     arrays row contiguous (metal_kernel's default copies them so). It is
     generated from ``cube_root_f32_single`` (float32 arithmetic, ``fma`` and
-    integers only: Metal has no float64), and correct under every
-    ``math_mode`` of MLX's compile options (docs/kernels.md).
+    integers only: Metal has no float64). Compile it with MLX's default
+    ``compile_options={"math_mode": "safe"}``: under ``"relaxed"`` or
+    ``"fast"`` the compiler may rewrite its float steps, and correct rounding
+    is not claimed there.
 
     NOTE: checked here compiled as C++ by g++ (tests/test_metal_source.py,
     all 2^32 inputs under ``-m slow``); it has not run on an Apple GPU.
