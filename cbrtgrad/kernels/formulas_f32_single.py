@@ -169,6 +169,9 @@ def make_formulas_f32_single(
         high = np.uint64(np.uint32(units + units + up))
         scaled = np.uint64(np.uint64((bits & _SIGNIFICAND) | _HIDDEN) << np.uint64(rest))
         target = np.uint64(scaled << _CUBE_SHIFT)
+        # NOTE: the cubes wrap modulo 2^64 on purpose (the proof's step 3):
+        # silently in numba and C, with an overflow warning where numpy
+        # scalars run this (the CUDA simulator).
         below = np.uint64(np.uint64(low * low * low - target) >> _SIGN_SHIFT) == _NO_BITS64
         above = np.uint64(np.uint64(high * high * high - target) >> _SIGN_SHIFT) != _NO_BITS64
         nearest = np.uint32(yb - _ONE) if below else (np.uint32(yb + _ONE) if above else yb)
