@@ -4,12 +4,15 @@ Every module of ``cbrtgrad/`` belongs to exactly one room (a test checks it,
 so that a new module is placed in the picture); run this to print each room's
 modules and line count, and the total, for the page::
 
-    python tools/room_lines.py
+    python tools/room_lines.py                 # print them
+    python tools/room_lines.py --update-page   # and write them into docs/architecture.md
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cbrtgrad"
@@ -77,7 +80,28 @@ def room_lines() -> dict[str, int]:
     return totals
 
 
+def update_page(path: Path) -> None:
+    """Write the current counts into the picture of ``path`` (docs/architecture.md).
+
+    Each room's first ``name  count`` and the ``total  count`` line are
+    rewritten, the width of the count kept so that the picture stays drawn.
+    """
+    text = path.read_text(encoding="utf-8")
+    totals = room_lines()
+    counts = {**totals, "total": sum(totals.values())}
+    for name, count in counts.items():
+        pattern = re.compile(rf"(\b{re.escape(name)} +)([\d,]+)")
+        found = pattern.search(text)
+        if found is None:
+            raise SystemExit(f"{path} draws no count for {name!r}")
+        new = f"{found.group(1)}{count:,}".ljust(len(found.group(0)))
+        text = text[: found.start()] + new + text[found.end() :]
+    path.write_text(text, encoding="utf-8")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--update-page"]:
+        update_page(PACKAGE.parent / "docs" / "architecture.md")
     totals = room_lines()
     for name, count in totals.items():
         print(f"{name:20s} {count:6d}")
