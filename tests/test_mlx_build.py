@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,24 @@ def test_cbrt_grad_shape_mismatch_names_both():
 def test_something_that_is_no_array_is_a_type_error():
     with pytest.raises(TypeError, match=r"cbrtgrad\.mlx\.cbrt: x of type object"):
         cm.cbrt(object())
+
+
+def test_mlx_ops_route_gives_the_same_bits(capsys):
+    # tools/mlx_ops_route.py, the route not kept (the float32 forward in MLX's
+    # own ops, eager and compiled): the bits, on a few thousand inputs.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "mlx_ops_route", ROOT / "tools" / "mlx_ops_route.py"
+    )
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.main(["-n", "4000", "--repeat", "1", "--size", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert re.findall(
+        r"(?m)^  (MLX ops, eager|MLX ops, compiled|primitive): +0 results differ$", out
+    ) == [
+        "MLX ops, eager",
+        "MLX ops, compiled",
+        "primitive",
+    ], out

@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("-n", type=int, default=10**6, help="random bit patterns checked")
     parser.add_argument("--repeat", type=int, default=20, help="timed calls, best kept")
+    parser.add_argument("--size", type=int, default=10**6, help="elements of the timed calls")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     x = rng.integers(0, 2**32, args.n, dtype=np.uint64).astype(np.uint32).view(np.float32)
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  MLX ops, eager:    {_mismatches(cbrt_ops(xm), expected):,} results differ")
     print(f"  MLX ops, compiled: {_mismatches(compiled(xm), expected):,} results differ")
     print(f"  primitive:         {_mismatches(cm.cbrt(xm), expected):,} results differ")
-    y = mx.array(rng.standard_normal(10**6).astype(np.float32))
+    y = mx.array(rng.standard_normal(args.size).astype(np.float32))
     mx.eval(y)
     view = np.asarray(y)
     rows = {
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "primitive (cbrtgrad.mlx.cbrt)": lambda: mx.eval(cm.cbrt(y)),
         "cbrtgrad.cbrt on the numpy view": lambda: cbrtgrad.cbrt(view),
     }
-    print(f"10^6 float32, best of {args.repeat}:")
+    print(f"{args.size:,} float32, best of {args.repeat}:")
     for name, call in rows.items():
         print(f"  {name:34s} {_best(call, args.repeat) * 1e3:7.3f} ms")
     return 0
