@@ -12,6 +12,7 @@ them like any MLX op.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import mlx.core as mx
@@ -22,6 +23,7 @@ from . import _build
 from ._operands import FLOATS, as_float, gradient_operands
 
 
+@lru_cache(maxsize=1)
 def _threaded() -> bool:
     # numba's threads only under a threading layer that two threads may
     # launch at once (MLX's stream thread and the caller's): OpenMP or TBB,
@@ -33,14 +35,26 @@ def _threaded() -> bool:
     return str(numba.threading_layer()) in ("omp", "tbb")
 
 
+#: Loop addresses by (kernel, dtype name, threaded): the hot path's one dict lookup.
+_ADDRESSES: dict[tuple[str, str, bool], int] = {}
+
+
+def _address(kernel: str, dtype: str, threaded: bool) -> int:
+    key = (kernel, dtype, threaded)
+    found = _ADDRESSES.get(key)
+    if found is None:
+        found = _ADDRESSES[key] = int(mlx_loops.loop(kernel, dtype, threaded).address)
+    return found
+
+
 def _loops(kernel: str, a: Any) -> tuple[int, int, int]:
     # (serial loop, threaded loop or 0, the size from which it runs) for a's dtype.
     dtype = FLOATS[a.dtype]
-    serial = mlx_loops.loop(kernel, dtype, False).address
+    serial = _address(kernel, dtype, False)
     threshold = _config.settings().parallel_min_size
     if a.size < threshold or not _threaded():
         return serial, 0, 0
-    return serial, mlx_loops.loop(kernel, dtype, True).address, threshold
+    return serial, _address(kernel, dtype, True), threshold
 
 
 def _grad_primitive(g: Any, y: Any) -> Any:
