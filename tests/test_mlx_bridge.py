@@ -97,13 +97,13 @@ def _random_bits(dtype, n, seed):
 
 @contextlib.contextmanager
 def _parallel_min(monkeypatch, size):
-    # CBRTGRAD_PARALLEL_MIN: the size from which the loops run on numba's threads.
-    monkeypatch.setenv("CBRTGRAD_PARALLEL_MIN", str(size))
+    # CBRTGRAD_MLX_PARALLEL_MIN: the size from which the loops run on numba's threads.
+    monkeypatch.setenv("CBRTGRAD_MLX_PARALLEL_MIN", str(size))
     _config.settings.cache_clear()
     try:
         yield
     finally:
-        monkeypatch.delenv("CBRTGRAD_PARALLEL_MIN")
+        monkeypatch.delenv("CBRTGRAD_MLX_PARALLEL_MIN")
         _config.settings.cache_clear()
 
 
@@ -117,11 +117,15 @@ def _vjp(x, ct):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_bits_random_and_specials(dtype, monkeypatch):
-    # 10^6 random bit patterns, then the specials, forward and pullback. At
-    # 10^6 float32 runs on numba's threads (as cbrtgrad.cbrt takes them);
-    # float64 on one (its threaded loops compile for seconds more: the slow
+    # 10^6 random bit patterns, then the specials, forward and pullback:
+    # float32 on numba's threads (CBRTGRAD_MLX_PARALLEL_MIN=10^6), float64 on
+    # one, the default (its threaded loops compile for seconds more: the slow
     # test below runs them).
-    with _parallel_min(monkeypatch, 10**6 if dtype is np.float32 else 10**7):
+    if dtype is np.float32:
+        with _parallel_min(monkeypatch, 10**6):
+            _check_bits_random_and_specials(dtype)
+    else:
+        assert _config.settings().mlx_parallel_min_size is None
         _check_bits_random_and_specials(dtype)
 
 
@@ -266,7 +270,7 @@ def test_shapeless_compile_is_refused_by_mlx():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16"])
 def test_threaded_loops_every_dtype(name, monkeypatch):
-    # CBRTGRAD_PARALLEL_MIN=4096: every dtype's loops on numba's threads
+    # CBRTGRAD_MLX_PARALLEL_MIN=4096: every dtype's loops on numba's threads
     # (compiling each costs seconds on first use, hence slow).
     dtype = HALVES[name][0] if name in HALVES else np.dtype(name)
     with _parallel_min(monkeypatch, 4096):

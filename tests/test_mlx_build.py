@@ -153,3 +153,15 @@ def test_mlx_ops_route_gives_the_same_bits(capsys):
         "MLX ops, compiled",
         "primitive",
     ], out
+
+
+def test_bad_mlx_parallel_min(monkeypatch):
+    monkeypatch.setenv("CBRTGRAD_MLX_PARALLEL_MIN", "many")
+    cbrtgrad._config.settings.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="CBRTGRAD_MLX_PARALLEL_MIN must be an integer"):
+            cm.cbrt(mx.array([8.0]))
+    finally:
+        monkeypatch.delenv("CBRTGRAD_MLX_PARALLEL_MIN")
+        cbrtgrad._config.settings.cache_clear()
+    assert cbrtgrad._config.settings().mlx_parallel_min_size is None

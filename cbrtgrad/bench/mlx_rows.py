@@ -7,7 +7,9 @@ turns (:func:`~cbrtgrad.bench.timing.best_times`):
   MLX user writes today, ``mx.sign(x) * mx.power(mx.abs(x), 1/3)``, against
   ``mx.power(x, 1/3)`` (the seed's route: nan for negative x), and against
   ``cbrtgrad.cbrt`` on the numpy view of the same memory (the bridge's own
-  cost; both take numba's threads at this size);
+  cost), with the api's automatic choice (its ``parallel`` backend from 10^6
+  elements) and on one thread (``backend="cpu"``, the loops the bridge runs
+  unless ``CBRTGRAD_MLX_PARALLEL_MIN`` is set);
 * forward plus backward, ``mx.value_and_grad`` of ``cbrt(x).sum()``, against
   the same two expressions.
 
@@ -57,7 +59,7 @@ def mlx_rows(repeat: int = 20, n: int = LARGE) -> list[dict[str, Any]]:
     --------
     >>> rows = mlx_rows(repeat=1, n=1000)
     >>> len(rows), all(r["cbrtgrad_s"] > 0 and r["anchor_s"] > 0 for r in rows)
-    (5, True)
+    (6, True)
     """
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"cbrtgrad: repeat must be an int >= 1, got {repeat!r}")
@@ -78,8 +80,14 @@ def mlx_rows(repeat: int = 20, n: int = LARGE) -> list[dict[str, Any]]:
         value_and_grad = mx.value_and_grad(lambda v: f(v).sum())
         return lambda: mx.eval(value_and_grad(x))
 
-    ours, theirs, seed, api = best_times(
-        [forward(cm.cbrt), forward(expression), forward(power), lambda: cbrtgrad.cbrt(view)],
+    ours, theirs, seed, api, api_cpu = best_times(
+        [
+            forward(cm.cbrt),
+            forward(expression),
+            forward(power),
+            lambda: cbrtgrad.cbrt(view),
+            lambda: cbrtgrad.cbrt(view, backend="cpu"),
+        ],
         repeat,
     )
     ours_step, theirs_step, seed_step = best_times(
@@ -92,6 +100,12 @@ def mlx_rows(repeat: int = 20, n: int = LARGE) -> list[dict[str, Any]]:
         (f"cbrtgrad.mlx.cbrt(x), {size}", ours, expression_name, theirs),
         (f"cbrtgrad.mlx.cbrt(x), {size}", ours, seed_name, seed),
         (f"cbrtgrad.mlx.cbrt(x), {size}", ours, "cbrtgrad.cbrt(numpy view)", api),
+        (
+            f"cbrtgrad.mlx.cbrt(x), {size}",
+            ours,
+            "cbrtgrad.cbrt(numpy view, backend='cpu')",
+            api_cpu,
+        ),
         (f"value_and_grad(cbrt(x).sum()), {size}", ours_step, expression_name, theirs_step),
         (f"value_and_grad(cbrt(x).sum()), {size}", ours_step, seed_name, seed_step),
     ]

@@ -49,10 +49,13 @@ def _address(kernel: str, dtype: str, threaded: bool) -> int:
 
 def _loops(kernel: str, a: Any) -> tuple[int, int, int]:
     # (serial loop, threaded loop or 0, the size from which it runs) for a's dtype.
+    # NOTE: one thread unless CBRTGRAD_MLX_PARALLEL_MIN is set: on a machine
+    # whose cores are busy, numba's threads wait for a time slice (a 2.3 ms
+    # training step took 16 ms; docs/mlx.md), as with cbrtgrad.jax.
     dtype = FLOATS[a.dtype]
     serial = _address(kernel, dtype, False)
-    threshold = _config.settings().parallel_min_size
-    if a.size < threshold or not _threaded():
+    threshold = _config.settings().mlx_parallel_min_size
+    if threshold is None or a.size < threshold or not _threaded():
         return serial, 0, 0
     return serial, _address(kernel, dtype, True), threshold
 
