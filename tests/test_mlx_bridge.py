@@ -199,6 +199,15 @@ def test_cbrt_grad_direct_broadcasting_and_layouts():
     gt = _to_mx(g).T
     _same_bits(cm.cbrt_grad(gt, _to_mx(y)[::-1]), cbrtgrad.cbrt_grad(g.T, y[::-1]))
     _same_bits(cm.cbrt(gt), cbrtgrad.cbrt(g.T))
+    # Half precision gathered too (2-byte elements), and float64 under vmap and compile.
+    for name in sorted(HALVES):
+        dtype = HALVES[name][0]
+        h = _random_bits(dtype, 4096, 10).reshape(64, 64)
+        expected = np.empty((64, 64), dtype)
+        cbrtgrad.cbrt(np.ascontiguousarray(h.T), out=expected)
+        _same_bits(cm.cbrt(_to_mx(h).T), expected)
+    d = _random_bits(np.float64, 4096, 11).reshape(64, 64)
+    _same_bits(mx.compile(mx.vmap(cm.cbrt, in_axes=1))(_to_mx(d)), cbrtgrad.cbrt(d.T))
 
 
 def test_gradient_at_zero_and_negative_inputs():
