@@ -165,3 +165,24 @@ def test_bad_mlx_parallel_min(monkeypatch):
         monkeypatch.delenv("CBRTGRAD_MLX_PARALLEL_MIN")
         cbrtgrad._config.settings.cache_clear()
     assert cbrtgrad._config.settings().mlx_parallel_min_size is None
+
+
+@pytest.mark.skipif(mx.metal.is_available(), reason="a Metal GPU is here: nothing to refuse")
+def test_metal_kernel_without_metal_is_mlx_s_error():
+    # The generated kernel is made (its source is checked on the CPU in
+    # tests/test_metal_source.py); running it needs a Metal GPU.
+    from cbrtgrad.kernels.metal_source import metal_body
+    from cbrtgrad.mlx import _metal
+
+    assert _metal.metal_kernel() is _metal.metal_kernel()
+    assert "metal::fma" in metal_body()
+    with pytest.raises(RuntimeError, match=r"\[metal_kernel\] No Metal back-end"):
+        cm.metal_cbrt(mx.array([-27.0, 8.0]))
+
+
+def test_metal_kernel_is_float32_only():
+    with pytest.raises(
+        TypeError, match=r"metal_cbrt: x has dtype mlx\.core\.float16; .*float32 only"
+    ):
+        cm.metal_cbrt(mx.ones(2, mx.float16))
+    assert cm.metal_cbrt(mx.zeros((0,))).shape == (0,)

@@ -7,7 +7,10 @@ kernels on the arrays' memory, so ``mx.grad``, ``mx.value_and_grad``,
 ``mx.vjp``, ``mx.jvp``, second derivatives, ``mx.vmap`` and ``mx.compile``
 all give cbrtgrad's bits. The primitive is built with CMake and a C++
 compiler on first use, once per machine (:class:`BuildError` where they are
-missing). docs/mlx.md has the routes, their cost and what has not run on
+missing). :func:`metal_cbrt` is the float32 forward as an
+``mx.fast.metal_kernel`` generated from the float32-only formula, for Apple
+GPUs: checked on the CPU as C++ for all 2^32 inputs, never run on Apple
+hardware. docs/mlx.md has the routes, their cost and what has not run on
 Apple hardware.
 
 This subpackage is the only part of cbrtgrad that imports mlx: ``import
@@ -31,5 +34,6 @@ except ImportError as exc:
 
 from ._build import BuildError
 from ._functions import cbrt, cbrt_grad
+from ._metal import metal_cbrt
 
-__all__ = ["BuildError", "cbrt", "cbrt_grad"]
+__all__ = ["BuildError", "cbrt", "cbrt_grad", "metal_cbrt"]
