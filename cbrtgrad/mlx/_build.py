@@ -144,7 +144,8 @@ def _build(folder: Path) -> Path:
         configure += ["-G", "Ninja"]
     log = folder / "build.log"
     with open(log, "w") as stream:
-        for command in (configure, ["cmake", "--build", str(work / "build"), "-j", "2"]):
+        jobs = str(os.cpu_count() or 2)
+        for command in (configure, ["cmake", "--build", str(work / "build"), "-j", jobs]):
             stream.write("$ " + " ".join(command) + "\n")
             stream.flush()
             done = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, check=False)
