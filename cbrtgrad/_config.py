@@ -13,6 +13,10 @@
                                numba's threads inside ``jax.jit`` (default: none,
                                one thread: XLA's own thread pool competes with
                                numba's, docs/jax.md)
+``CBRTGRAD_MLX_PARALLEL_MIN``  smallest array size that :mod:`cbrtgrad.mlx`'s
+                               primitives run on numba's threads (default: none,
+                               one thread: on busy cores the threads wait for a
+                               time slice, docs/mlx.md)
 ``CBRTGRAD_VECTOR_WIDTH``      SIMD width in bits that the CPU kernels' loops prefer:
                                ``512`` (default; LLVM keeps it at the widest the CPU
                                has) or ``256`` (numba's own default, for CPUs that
@@ -48,6 +52,7 @@ class Settings:
     cache_dir: str = ""
     numba_cache_dir: str = ""
     jax_parallel_min_size: int | None = None
+    mlx_parallel_min_size: int | None = None
 
 
 def _parse_int(name: str, default: int) -> int:
@@ -109,6 +114,11 @@ def settings() -> Settings:
         jax_parallel_min_size=(
             _parse_int("CBRTGRAD_JAX_PARALLEL_MIN", 0)
             if os.environ.get("CBRTGRAD_JAX_PARALLEL_MIN", "").strip()
+            else None
+        ),
+        mlx_parallel_min_size=(
+            _parse_int("CBRTGRAD_MLX_PARALLEL_MIN", 0)
+            if os.environ.get("CBRTGRAD_MLX_PARALLEL_MIN", "").strip()
             else None
         ),
     )

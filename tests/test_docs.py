@@ -33,6 +33,11 @@ HAS_JAX = importlib.util.find_spec("jax") is not None
 if HAS_JAX:
     NAMESPACES += (importlib.import_module("cbrtgrad.jax"),)
 NEEDS_JAX = {"jax.md"}
+#: The MLX bridge likewise where MLX is (the mlx extra).
+HAS_MLX = importlib.util.find_spec("mlx") is not None
+if HAS_MLX:
+    NAMESPACES += (importlib.import_module("cbrtgrad.mlx"),)
+NEEDS_MLX = {"mlx.md"}
 #: The PyTorch bridge is checked where PyTorch is installed (the torch extra).
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 if HAS_TORCH:
@@ -98,7 +103,7 @@ def test_built_site_has_every_page_and_api_entry(built_site):
         target = f"cbrtgrad.{name}" if getattr(cbrtgrad, name, None) is obj else qualified
         assert f'id="{target}"' in api, f"{qualified} has no entry in the API reference"
     pages = ("quickstart", "mathematics", "accuracy", "performance", "backends", "engine")
-    for page in (*pages, "pytorch"):
+    for page in (*pages, "pytorch", "mlx"):
         assert (html / f"{page}.html").is_file()
     assert (html / "_images" / "bench_curve.png").is_file()
     assert "MathJax" in (html / "mathematics.html").read_text(encoding="utf-8")
@@ -183,6 +188,8 @@ def test_public_function_has_a_collected_example(qualified):
 def test_page_examples_run(page):
     if page.name in NEEDS_JAX and not HAS_JAX:
         pytest.skip("jax is not installed (pip install 'cbrtgrad[jax]')")
+    if page.name in NEEDS_MLX and not HAS_MLX:
+        pytest.skip("MLX is not installed (pip install 'cbrtgrad[mlx]')")
     if page.stem == "pytorch" and not HAS_TORCH:
         pytest.skip("the PyTorch page's examples need PyTorch (the torch extra)")
     result = doctest.testfile(
@@ -194,7 +201,7 @@ def test_page_examples_run(page):
         report=True,
     )
     assert result.failed == 0
-    if page.stem in ("quickstart", "mathematics", "engine", "jax", "pytorch", "README"):
+    if page.stem in ("quickstart", "mathematics", "engine", "jax", "pytorch", "mlx", "README"):
         assert result.attempted >= 2, f"{page.name} lost its runnable examples"
 
 

@@ -177,6 +177,21 @@ def cmd_jax(args: argparse.Namespace) -> int:
     return _ratio_rows(args, "jax", jax_rows.jax_rows(repeat=args.repeat))
 
 
+def cmd_mlx(args: argparse.Namespace) -> int:
+    """The MLX bridge against MLX's own ops and cbrtgrad's api, as ratios."""
+    if importlib.util.find_spec("mlx") is None:
+        print("measure.py mlx needs MLX: python -m pip install 'cbrtgrad[mlx]'", file=sys.stderr)
+        return 2
+    from tools.measuring import mlx_rows
+
+    _cpu_line()
+    rows = mlx_rows.mlx_rows(repeat=args.repeat)
+    print(mlx_rows.format_mlx_rows(rows))
+    if args.json:
+        write_json(args.json, {"cpu": _isa.host_isa().describe(), "mlx": rows})
+    return 0
+
+
 def cmd_numba(args: argparse.Namespace) -> int:
     """:mod:`cbrtgrad.numba` in ``@njit`` loops against numba's own cube roots."""
     from tools.measuring import numba_loops
@@ -238,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     startup.add_argument("--runs", type=positive, default=3, help="fresh interpreters per case")
     add("torch", cmd_torch, "the PyTorch bridge against PyTorch's ops")
     add("jax", cmd_jax, "the JAX bridge against jnp.cbrt, jitted")
+    add("mlx", cmd_mlx, "the MLX bridge against MLX's ops and cbrtgrad.cbrt")
     add("numba", cmd_numba, "cbrtgrad.numba in @njit loops against numba's cube roots")
     add("cuda", cmd_cuda, "the cuda backend's bench rows on a GPU", sizes)
     return parser

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .formulas_f32 import make_formulas_f32
-from .formulas_f32_single import make_formulas_f32_single
 from .formulas_f64 import make_formulas_f64
 
 
@@ -58,10 +57,6 @@ class Formulas:
     cube_root_f32_normal : function
         That common path: the bits (int64) of the float32 root of a positive
         normal float32 given by its bits.
-    cube_root_f32_single : function
-        ``cube_root_f32``'s bits in float32 arithmetic, ``fma`` and integers
-        only (no float64): the source of the Metal kernel
-        (:mod:`cbrtgrad.kernels.metal_source`).
 
     The two passes the CPU's vector loops run instead (a branch-free fast
     path over a block, then the exact path for its few hard lanes):
@@ -89,9 +84,6 @@ class Formulas:
     inverse_cbrt_f32_integer_third : function
         The same from a float32's bits, its third an integer division (the
         CUDA kernels').
-    cube_root_f32_single_near : function
-        ``cube_root_f32_single``'s float32 steps: ``w -> y`` within 0.516 ulp
-        of ``w^(1/3)`` for ``w`` in [1, 8).
 
     The gradient's nan, which the kernels above return for every nan result:
 
@@ -107,7 +99,6 @@ class Formulas:
     cube_root_f64_branching: Any
     cube_root_grad_f32_branching: Any
     cube_root_f32_normal: Any
-    cube_root_f32_single: Any
     cube_root_grad_f64: Any
     cube_root_grad_f32: Any
     cube_root_f64_fast: Any
@@ -119,7 +110,6 @@ class Formulas:
     inverse_cbrt_guess_f64: Any
     inverse_cbrt_f32: Any
     inverse_cbrt_f32_integer_third: Any
-    cube_root_f32_single_near: Any
     grad_nan_f64: Any
     grad_nan_f32: Any
 
@@ -142,7 +132,7 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     Returns
     -------
     Formulas
-        The 21 compiled scalar functions.
+        The 19 compiled scalar functions.
 
     Examples
     --------
@@ -152,8 +142,4 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     >>> float(f.cube_root_f64(-27.0))
     -3.0
     """
-    return Formulas(
-        **make_formulas_f64(prims, jit),
-        **make_formulas_f32(prims, jit),
-        **make_formulas_f32_single(prims, jit),
-    )
+    return Formulas(**make_formulas_f64(prims, jit), **make_formulas_f32(prims, jit))

@@ -1,0 +1,188 @@
+"""cbrtgrad.mlx: packaging, the build of its primitive, the dtype rules and bad input."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cbrtgrad
+
+mx = pytest.importorskip("mlx.core")
+cm = importlib.import_module("cbrtgrad.mlx")
+from cbrtgrad.mlx import _build  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _python(code, **env):
+    environment = dict(os.environ, **env)
+    environment["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=environment, cwd=ROOT, timeout=120)  # fmt: skip
+
+
+# -- packaging ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fresh_interpreter():
+    # One fresh process for both checks: cbrtgrad imported and used, then
+    # cbrtgrad.mlx imported with mlx made unimportable.
+    done = _python(
+        "import sys, numpy as np, cbrtgrad\n"
+        "cbrtgrad.cbrt(np.ones(3)); cbrtgrad.cbrt_grad(np.ones(3), np.ones(3))\n"
+        "print(sorted(m for m in sys.modules if m == 'mlx' or m.startswith('mlx.')))\n"
+        "sys.modules['mlx'] = None\n"
+        "try:\n    import cbrtgrad.mlx\n"
+        "except ImportError as exc:\n    print('ImportError:', exc)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_importing_cbrtgrad_never_imports_mlx(fresh_interpreter):
+    assert fresh_interpreter[0] == "[]"
+
+
+def test_import_without_mlx_names_the_extra(fresh_interpreter):
+    line = fresh_interpreter[1]
+    assert line.startswith("ImportError:") and "cbrtgrad[mlx]" in line
+
+
+def test_sources_are_package_data():
+    # The build reads its sources from the installed package: setup.cfg ships them.
+    text = (ROOT / "setup.cfg").read_text()
+    for name in _build.SOURCES:
+        assert (_build._HERE / name).is_file()
+        assert name in text.split("[options.package_data]", 1)[1].split("\n[", 1)[0]
+
+
+def test_missing_compiler_is_a_build_error_naming_it(tmp_path):
+    # A machine without CMake and a C++ compiler (PATH holds neither): the
+    # first call says what is missing instead of failing inside CMake.
+    done = _python(
+        "import mlx.core as mx, cbrtgrad.mlx as cm\n"
+        "try:\n    cm.cbrt(mx.array([8.0]))\n"
+        "except cm.BuildError as exc:\n    print('BuildError:', exc)\n",
+        PATH=str(tmp_path), CXX="", CBRTGRAD_CACHE_DIR=str(tmp_path / "cache"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "BuildError: cbrtgrad.mlx builds its MLX primitive" in done.stdout
+    assert "CMake" in done.stdout and "a C++ compiler" in done.stdout
+
+
+def test_extension_is_kept_under_its_key():
+    # The cache folder is named by the digest of the sources and versions.
+    if not cbrtgrad._config.settings().cache:
+        pytest.skip("the kernel cache is off (CBRTGRAD_CACHE=0): built in a temporary folder")
+    assert Path(_build.extension().__file__).parent.name == _build.key()
+
+
+# -- dtypes ---------------------------------------------------------------------------------
+
+
+def test_dtypes_follow_mlx():
+    # Integers and bools become float32, as mx.sqrt makes them; floats keep theirs.
+    ints = mx.arange(4)
+    assert cm.cbrt(ints).dtype == mx.sqrt(ints).dtype == mx.float32
+    assert np.array_equal(np.array(cm.cbrt(ints)), cbrtgrad.cbrt(np.arange(4, dtype=np.float32)))
+    assert cm.cbrt(mx.array([True, False])).dtype == mx.float32
+    assert cm.cbrt(mx.array([27], mx.uint8)).item() == 3.0
+    for dtype in (mx.float16, mx.bfloat16, mx.float32, mx.float64):
+        assert cm.cbrt(mx.ones(2, dtype)).dtype == dtype
+    bf = mx.ones(3, mx.bfloat16)
+    assert cm.cbrt_grad(1.0, bf).dtype == mx.bfloat16  # a Python scalar takes y's dtype
+    assert cm.cbrt_grad(mx.ones(3, mx.float32), bf).dtype == mx.float32  # mx.result_type
+    assert cm.cbrt(mx.zeros((0, 3))).shape == (0, 3)
+    assert cm.cbrt(-27.0).shape == () and cm.cbrt(-27.0).item() == -3.0
+
+
+# -- bad input ------------------------------------------------------------------------------
+
+
+def test_complex_is_a_type_error_naming_the_dtype():
+    with pytest.raises(TypeError, match=r"cbrtgrad\.mlx\.cbrt: x has dtype mlx\.core\.complex64"):
+        cm.cbrt(mx.ones(2, mx.complex64))
+    with pytest.raises(TypeError, match=r"cbrtgrad\.mlx\.cbrt: x is a Python complex"):
+        cm.cbrt(1j)
+
+
+@pytest.mark.parametrize("argument", ["g", "y"])
+def test_cbrt_grad_wrong_dtype_names_the_argument(argument):
+    good, bad = mx.ones(3), mx.ones(3, mx.complex64)
+    operands = {"g": good, "y": good, argument: bad}
+    with pytest.raises(TypeError, match=rf"cbrt_grad: {argument} has dtype mlx\.core\.complex64"):
+        cm.cbrt_grad(operands["g"], operands["y"])
+
+
+def test_cbrt_grad_shape_mismatch_names_both():
+    with pytest.raises(ValueError, match=r"g of shape \(3,\) and y of shape \(4,\)"):
+        cm.cbrt_grad(mx.ones(3), mx.ones(4))
+    with pytest.raises(ValueError, match=r"g of shape \(2, 3\) and y of shape \(2,\)"):
+        mx.compile(cm.cbrt_grad)(mx.ones((2, 3)), mx.ones(2))
+
+
+def test_something_that_is_no_array_is_a_type_error():
+    with pytest.raises(TypeError, match=r"cbrtgrad\.mlx\.cbrt: x of type object"):
+        cm.cbrt(object())
+
+
+def test_mlx_ops_route_gives_the_same_bits(capsys):
+    # tools/mlx_ops_route.py, the route not kept (the float32 forward in MLX's
+    # own ops, eager and compiled): the bits, on a few thousand inputs.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "mlx_ops_route", ROOT / "tools" / "mlx_ops_route.py"
+    )
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.main(["-n", "4000", "--repeat", "1", "--size", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert re.findall(
+        r"(?m)^  (MLX ops, eager|MLX ops, compiled|primitive): +0 results differ$", out
+    ) == [
+        "MLX ops, eager",
+        "MLX ops, compiled",
+        "primitive",
+    ], out
+
+
+def test_bad_mlx_parallel_min(monkeypatch):
+    monkeypatch.setenv("CBRTGRAD_MLX_PARALLEL_MIN", "many")
+    cbrtgrad._config.settings.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="CBRTGRAD_MLX_PARALLEL_MIN must be an integer"):
+            cm.cbrt(mx.array([8.0]))
+    finally:
+        monkeypatch.delenv("CBRTGRAD_MLX_PARALLEL_MIN")
+        cbrtgrad._config.settings.cache_clear()
+    assert cbrtgrad._config.settings().mlx_parallel_min_size is None
+
+
+@pytest.mark.skipif(mx.metal.is_available(), reason="a Metal GPU is here: nothing to refuse")
+def test_metal_kernel_without_metal_is_mlx_s_error():
+    # The generated kernel is made (its source is checked on the CPU in
+    # tests/test_metal_source.py); running it needs a Metal GPU.
+    from cbrtgrad.kernels.metal_source import metal_body
+    from cbrtgrad.mlx import _metal
+
+    assert _metal.metal_kernel() is _metal.metal_kernel()
+    assert "metal::fma" in metal_body()
+    with pytest.raises(RuntimeError, match=r"\[metal_kernel\] No Metal back-end"):
+        cm.metal_cbrt(mx.array([-27.0, 8.0]))
+
+
+def test_metal_kernel_is_float32_only():
+    with pytest.raises(
+        TypeError, match=r"metal_cbrt: x has dtype mlx\.core\.float16; .*float32 only"
+    ):
+        cm.metal_cbrt(mx.ones(2, mx.float16))
+    assert cm.metal_cbrt(mx.zeros((0,))).shape == (0,)
