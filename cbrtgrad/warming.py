@@ -14,6 +14,7 @@ written itself.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import queue
@@ -74,6 +75,15 @@ def _xla_handler(kernel: str, dtype: str, threaded: bool) -> Callable[[], object
     return build
 
 
+def _mlx_loop(kernel: str, dtype: str, threaded: bool) -> Callable[[], object]:
+    def build() -> object:
+        from .kernels import mlx_loops
+
+        return mlx_loops.loop(kernel, dtype, threaded)
+
+    return build
+
+
 def _units() -> dict[str, dict[str, Callable[[], object]]]:
     # The kernels of each group, by the name _compile.built_kernels() gives
     # them, with the function that builds each (one may build several: the
@@ -101,7 +111,17 @@ def _units() -> dict[str, dict[str, Callable[[], object]]]:
         for dtype in _ORDER
         for kernel in ("grad", "forward")
     }
-    return {"ufunc": ufuncs, "parallel": parallel, "numba": numba_api, "jax": jax}
+    units = {"ufunc": ufuncs, "parallel": parallel, "numba": numba_api, "jax": jax}
+    if importlib.util.find_spec("mlx") is not None:  # the MLX bridge's loops, where it runs
+        units["mlx"] = {
+            f"MLX {kernel} {dtype}{' threads' if threaded else ''}": _mlx_loop(
+                kernel, dtype, threaded
+            )
+            for threaded in (False, True)
+            for dtype in ("float32", "float64", "float16", "bfloat16")
+            for kernel in ("grad", "forward")
+        }
+    return units
 
 
 #: What each group holds, for ``cbrtgrad warm --help`` and the docs.
@@ -110,6 +130,7 @@ GROUPS = {
     "parallel": "the multi-threaded prange loops (the parallel backend)",
     "numba": "the block functions cbrtgrad.numba gives users' own loops",
     "jax": "the XLA FFI handlers of cbrtgrad.jax on the CPU",
+    "mlx": "the loops cbrtgrad.mlx's primitive calls on MLX's CPU (where MLX is installed)",
 }
 
 
@@ -156,6 +177,8 @@ def kernel_names(only: Iterable[str] | str | None = None) -> list[str]:
             names += units[item]
         elif item in everything:
             names.append(item)
+        elif item in GROUPS:  # a group whose library is not installed here
+            raise ValueError(f"only: the group {item!r} needs MLX: pip install 'cbrtgrad[mlx]'")
         else:
             raise ValueError(
                 f"only: {item!r} is neither a group ({', '.join(GROUPS)}) nor a kernel "
