@@ -30,6 +30,7 @@ from typing import Any
 
 from .formulas_f32 import make_formulas_f32
 from .formulas_f64 import make_formulas_f64
+from .formulas_f64_grad import make_grad_formulas_f64
 
 
 @dataclass(frozen=True)
@@ -142,4 +143,8 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     >>> float(f.cube_root_f64(-27.0))
     -3.0
     """
-    return Formulas(**make_formulas_f64(prims, jit), **make_formulas_f32(prims, jit))
+    return Formulas(
+        **make_formulas_f64(prims, jit),
+        **make_grad_formulas_f64(prims, jit),
+        **make_formulas_f32(prims, jit),
+    )

@@ -52,7 +52,7 @@ import numpy as np
 
 from .. import _compile
 from .exact_rounding import make_exact_rounding
-from .formulas_f64 import GRAD_REFINED_BEYOND64, GRAD_REFINED_LOWEST64
+from .formulas_f64_grad import GRAD_REFINED_BEYOND64, GRAD_REFINED_LOWEST64
 from .fpstatus import (
     FENV_DIVBYZERO,
     FENV_INVALID,
