@@ -33,14 +33,14 @@ import hashlib, json, sys
 import numpy as np
 import cbrtgrad
 from cbrtgrad import _compile
-from cbrtgrad.kernels import blocks
+from cbrtgrad.kernels import blocks, grad_blocks
 dtype = np.dtype(sys.argv[1])
 x = np.concatenate([np.linspace(-1e3, 1e3, 4099), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]])
 y = cbrtgrad.cbrt(x.astype(dtype))
 functions = {
     "forward_block_f32": blocks.forward_block_f32,
     "forward_block_f64": blocks.forward_block_f64,
-    "grad_block": blocks.grad_block,
+    "grad_block": grad_blocks.grad_block,
     "cube_root_f32": blocks.FORMULAS.cube_root_f32,
     "cube_root_grad_f64": blocks.FORMULAS.cube_root_grad_f64,
 }

@@ -25,9 +25,9 @@ from .blocks import (
     cube_root,
     forward_block_f32,
     forward_block_f64,
-    grad_block,
 )
 from .cpu_ufuncs import UFUNCS, CpuUfuncs, fused_blocks, ufunc, ufunc_loop_shape, ufuncs
+from .grad_blocks import grad_block
 from .prange_loops import (
     LOOPS,
     PARALLEL_BLOCK,

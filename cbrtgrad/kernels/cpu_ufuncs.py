@@ -22,8 +22,9 @@ import numpy as np
 
 from .. import _compile
 from . import lazy
-from .blocks import forward_block_f32, forward_block_f64, grad_block, grad_block_flags
+from .blocks import forward_block_f32, forward_block_f64
 from .fpstatus import FENV_MASK, raised_flags
+from .grad_blocks import grad_block, grad_block_flags
 from .ufunc_loops import (
     LOOP_SIGNATURE,
     binary_block_loop,

@@ -19,7 +19,8 @@ import numba
 import numpy as np
 
 from .. import _compile
-from .blocks import forward_block_f32, grad_block
+from .blocks import forward_block_f32
+from .grad_blocks import grad_block
 from .primitives import f32_as_i32, f64_as_i64, i32_as_f32, mul32
 
 #: Elements widened per step.

@@ -36,9 +36,10 @@ from numba.extending import intrinsic, overload
 
 from .. import _compile
 from . import lazy
-from .blocks import forward_block, grad_block
+from .blocks import forward_block
 from .cpu_ufuncs import compile_shared_blocks, ufunc_loop_shape
 from .denormals import keep_subnormals, restore_mode
+from .grad_blocks import grad_block
 from .half_bits import forward_half, grad_half
 from .prange_loops import PARALLEL_BLOCK, parallel_loop_shape
 

@@ -25,9 +25,10 @@ import numpy as np
 
 from .. import _compile
 from . import lazy
-from .blocks import forward_block, grad_block_flags
+from .blocks import forward_block
 from .cpu_ufuncs import LOOP_INTERLEAVE, compile_shared_blocks
 from .fpstatus import FENV_MASK, block_status, clear_flags, raised_flags
+from .grad_blocks import grad_block_flags
 
 #: Elements per block of every loop: the fused loop's y block, just written,
 #: must still be in cache when its grad reads it back, so memory is crossed

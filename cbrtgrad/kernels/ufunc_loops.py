@@ -6,7 +6,7 @@ returns. The correctly rounded kernels need that: their branch-free fast paths
 leave a few lanes undecided (about one in 10^7 for the float64 cube root, one
 in 2^28 for the float32 gradient), and a second pass over just those lanes
 (:func:`cbrtgrad.kernels.blocks.forward_block_f64`,
-:func:`cbrtgrad.kernels.blocks.grad_block`) keeps the vector loop free of
+:func:`cbrtgrad.kernels.grad_blocks.grad_block`) keeps the vector loop free of
 branches. This module compiles such a block function into a ufunc inner loop
 (a ``numba.cfunc`` with numpy's loop signature) and makes the ufunc from the
 loops, as numba's own ufunc builder does (``numba.np.ufunc._internal.fromfunc``).

@@ -53,9 +53,9 @@ from .blocks import (
     _plain_offset_f64,
     forward_block_f32,
     forward_block_f64,
-    grad_block,
 )
 from .cpu_ufuncs import ufunc_loop_shape
+from .grad_blocks import grad_block
 
 __all__ = [
     "block_function",

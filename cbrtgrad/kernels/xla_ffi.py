@@ -48,9 +48,10 @@ from numba.extending import intrinsic
 
 from .. import _compile
 from . import lazy
-from .blocks import forward_block, grad_block
+from .blocks import forward_block
 from .cpu_ufuncs import compile_shared_blocks, ufunc_loop_shape
 from .denormals import keep_subnormals, restore_mode
+from .grad_blocks import grad_block
 from .prange_loops import PARALLEL_BLOCK, parallel_loop_shape
 
 # -- the C API's layout (c_api.h, XLA FFI API 0.3) -----------------------------------

@@ -1,0 +1,287 @@
+"""The CPU kernels' gradient block functions: ``g / (3 y^2)`` over one 1-D contiguous block.
+
+As :mod:`cbrtgrad.kernels.blocks` for the forward: two passes over a block,
+a branch-free first pass that LLVM vectorises, then the exact path for the
+hard lanes of the blocks that have any, then the nan pass. The float64
+gradient's IEEE flags are then set to its rule's where its loops raised
+others (:mod:`cbrtgrad.kernels.grad_flags`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+from numba.extending import overload
+
+from .. import _compile
+from .blocks import FORMULAS, SECOND_PASS_BLOCK, _copy, _is_f32
+from .fpstatus import FENV_MASK, raised_flags
+from .grad_flags import AUDIT_BLOCK, audit
+
+# NOTE: module globals, not FORMULAS' attributes: numba code reads a module's
+# globals as constants, and has no attribute access on a Python object.
+_cube_root_grad_f32 = FORMULAS.cube_root_grad_f32
+_cube_root_grad_f32_fast = FORMULAS.cube_root_grad_f32_fast
+_cube_root_grad_f64_fast = FORMULAS.cube_root_grad_f64_fast
+_cube_root_grad_f64_exact = FORMULAS.cube_root_grad_f64_exact
+_grad_nan_f32 = FORMULAS.grad_nan_f32
+_grad_nan_f64 = FORMULAS.grad_nan_f64
+
+
+def _kept(a: Any, start: Any, stop: Any, kept: Any) -> Any:
+    """``a[start:stop]``, or a copy of it in ``kept`` where ``kept`` is not empty."""
+    raise NotImplementedError("_kept is only callable from numba-compiled code")
+
+
+@overload(_kept, inline="always")
+def _overload_kept(a, start, stop, kept):  # type: ignore[no-untyped-def]
+    def kept_block(a, start, stop, kept):  # type: ignore[no-untyped-def]
+        if kept.shape[0] == 0:
+            return a[start:stop]
+        copy = kept[: stop - start]
+        _copy(a[start:stop], copy)
+        return copy
+
+    return kept_block
+
+
+def _grad_first_pass_over(fast: Any) -> Any:
+    """The branch-free first pass of one gradient formula over a block (vectorised).
+
+    NOTE: one factory for both dtypes (as _first_pass_f64 for the forward's
+    two fast paths): the float32 and float64 passes were the same loop around
+    another formula. Not inlined into the block loop, as for the float64
+    forward's first pass.
+    """
+
+    @numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+    def first_pass(g, y, dx):  # type: ignore[no-untyped-def]
+        # Whether any lane was hard.
+        hard = False
+        for i in range(y.shape[0]):
+            dxi, h = fast(g[i], y[i])
+            dx[i] = dxi
+            hard |= h
+        return hard
+
+    return first_pass
+
+
+def _grad_second_pass_over(fast: Any, exact: Any) -> Any:
+    """The exact pass of one gradient formula over a block's hard lanes.
+
+    NOTE: not inlined: the second pass is rare, and keeping it out of line
+    keeps the vector loop of the first pass free of its code. It calls the
+    formulas directly: a kernel inlined through an overload inside the branch
+    trips numba's SSA checks (NumbaIRAssumptionWarning).
+    """
+
+    @numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+    def second_pass(g, y, dx):  # type: ignore[no-untyped-def]
+        for i in range(y.shape[0]):
+            _, hard = fast(g[i], y[i])
+            if hard:
+                dx[i] = exact(g[i], y[i])
+
+    return second_pass
+
+
+def _grad_nan_pass_over(grad_nan: Any) -> Any:
+    """The pass that makes a block's nan results the formulas' own (``grad_nan``).
+
+    The first pass leaves the hardware's nans: which operand's nan a product
+    of two nans returns is LLVM's choice of operand order (the vector loop
+    and the scalar tail differed), and a default nan's sign is the CPU's
+    (x86 sets it, arm64 does not). Deciding them in the vector loop cost 30 to
+    40 % of its time on AVX2 (a compare and three selects per lane); this
+    pass costs one compare per lane, over a block still in L1 cache, and the
+    selects only for a block with a nan (docs/accuracy.md, "nan results").
+    """
+
+    @numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+    def nan_pass(g, y, dx):  # type: ignore[no-untyped-def]
+        # Returns whether a result is a nan (the float64 flags' audit asks).
+        found = False
+        for i in range(dx.shape[0]):
+            found |= dx[i] != dx[i]
+        if found:  # branch-free, so vectorised too
+            for i in range(dx.shape[0]):
+                dx[i] = dx[i] if dx[i] == dx[i] else grad_nan(g[i], y[i])
+        return found
+
+    return nan_pass
+
+
+#: The gradient's passes by dtype: (first pass, second pass, nan pass).
+_GRAD_PASSES = {
+    "float32": (
+        _grad_first_pass_over(_cube_root_grad_f32_fast),
+        _grad_second_pass_over(_cube_root_grad_f32_fast, _cube_root_grad_f32),
+        _grad_nan_pass_over(_grad_nan_f32),
+    ),
+    "float64": (
+        _grad_first_pass_over(_cube_root_grad_f64_fast),
+        _grad_second_pass_over(_cube_root_grad_f64_fast, _cube_root_grad_f64_exact),
+        _grad_nan_pass_over(_grad_nan_f64),
+    ),
+}
+
+
+def _grad_pass_by_dtype(which: int, what: str) -> Any:
+    """A function for numba code that runs pass ``which`` of ``_GRAD_PASSES`` by y's dtype.
+
+    ``f(g, y, dx)`` over one block, the first pass returning whether a lane
+    was hard; ``what`` names it in the error from Python.
+    """
+
+    def by_dtype(g: Any, y: Any, dx: Any) -> Any:
+        raise NotImplementedError(f"the gradient's {what} is only callable from numba code")
+
+    @overload(by_dtype, inline="always")
+    def _overload(g, y, dx):  # type: ignore[no-untyped-def]
+        chosen = _GRAD_PASSES["float32" if _is_f32(y.dtype) else "float64"][which]
+        return lambda g, y, dx: chosen(g, y, dx)
+
+    return by_dtype
+
+
+_grad_first_pass = _grad_pass_by_dtype(0, "fast pass")
+_grad_second_pass = _grad_pass_by_dtype(1, "exact pass over a block's hard lanes")
+_grad_nan_pass = _grad_pass_by_dtype(2, "nan pass")
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _grad_range(g, y, dx, start, stop, kept_g, kept_y):  # type: ignore[no-untyped-def]
+    # The gradient of elements start to stop, correctly rounded (float32 for
+    # normal results, float64 where its rounding test applies), by blocks:
+    # the fast pass, then, only for a block with a hard lane, the exact path
+    # for those lanes, then the nan pass (_grad_nan_pass_over). In place (dx
+    # is g or y) each block's inputs are first kept in kept_g and kept_y, at
+    # their offset from start: the first pass overwrites them, and LLVM's
+    # runtime overlap check fails for dx = y and runs its scalar loop.
+    # Returns whether a result is a nan.
+    nan_result = False
+    for begin in range(start, stop, SECOND_PASS_BLOCK):
+        end = min(begin + SECOND_PASS_BLOCK, stop)
+        offset = begin - start
+        gs = _kept(g, begin, end, kept_g[offset:])
+        ys = _kept(y, begin, end, kept_y[offset:])
+        dxs = dx[begin:end]
+        if _grad_first_pass(gs, ys, dxs):
+            _grad_second_pass(gs, ys, dxs)
+        nan_result |= _grad_nan_pass(gs, ys, dxs)
+    return nan_result
+
+
+def _kept_buffers(g: Any, y: Any, dx: Any, size: Any) -> Any:
+    """Buffers for ``size`` of g's and y's elements where dx is one of them, else empty ones."""
+    raise NotImplementedError("_kept_buffers is only callable from numba-compiled code")
+
+
+@overload(_kept_buffers)
+def _overload_kept_buffers(g, y, dx, size):  # type: ignore[no-untyped-def]
+    def buffers(g, y, dx, size):  # type: ignore[no-untyped-def]
+        in_place = g.ctypes.data == dx.ctypes.data or y.ctypes.data == dx.ctypes.data
+        kept = min(y.shape[0], size) if in_place else 0
+        return np.empty(kept, y.dtype), np.empty(kept, y.dtype)
+
+    return buffers
+
+
+@numba.njit(**_compile.BLOCK_OPTIONS)
+def _grad_f32(g, y, dx):  # type: ignore[no-untyped-def]
+    # The float32 gradient raises the flags of its float64 quotient rounded
+    # to float32 (docs/accuracy.md, "IEEE flags"): no audit.
+    # NOTE: the block loop written out, not through _grad_range: its slices
+    # of the kept buffers cost this gradient 2 % (0.47 ns per element).
+    n = y.shape[0]
+    kept_g, kept_y = _kept_buffers(g, y, dx, SECOND_PASS_BLOCK)
+    for start in range(0, n, SECOND_PASS_BLOCK):
+        stop = min(start + SECOND_PASS_BLOCK, n)
+        gs = _kept(g, start, stop, kept_g)
+        ys = _kept(y, start, stop, kept_y)
+        dxs = dx[start:stop]
+        if _grad_first_pass(gs, ys, dxs):
+            _grad_second_pass(gs, ys, dxs)
+        _grad_nan_pass(gs, ys, dxs)
+
+
+@numba.njit(**_compile.BLOCK_OPTIONS)
+def _grad_f64(g, y, dx, before):  # type: ignore[no-untyped-def]
+    # The float64 gradient by audit blocks (kernels/grad_flags.py): after
+    # each, the IEEE flags are read, and only if one was raised that was not
+    # set before (``before``, the <fenv.h> flags set before the first) the
+    # block's flags are set to the rule's. Returns the flags set at the end.
+    # The audit reads the block's inputs: in place they are the kept ones.
+    # NOTE: in place, one audit block per block of the passes: kept buffers
+    # for AUDIT_BLOCK elements (64 KiB) cost the in-place gradient 9 %, the
+    # reads of the flags per block about 0.5 %.
+    n = y.shape[0]
+    kept_g, kept_y = _kept_buffers(g, y, dx, SECOND_PASS_BLOCK)
+    step = AUDIT_BLOCK if kept_g.shape[0] == 0 else SECOND_PASS_BLOCK
+    flags = before
+    for start in range(0, n, step):
+        stop = min(start + step, n)
+        nan_result = _grad_range(g, y, dx, start, stop, kept_g, kept_y)
+        raised = raised_flags(FENV_MASK)
+        if raised & ~flags:
+            gs, ys = g[start:stop], y[start:stop]
+            if kept_g.shape[0] != 0:
+                gs, ys = kept_g[: stop - start], kept_y[: stop - start]
+            flags = audit(gs, ys, dx[start:stop], flags, raised, nan_result)
+        else:
+            flags = raised
+    return flags
+
+
+def _grad_with_flags(g: Any, y: Any, dx: Any, before: Any) -> Any:
+    """The gradient over one block from the ``<fenv.h>`` flags ``before``; the flags after."""
+    raise NotImplementedError("_grad_with_flags is only callable from numba-compiled code")
+
+
+@overload(_grad_with_flags)
+def _overload_grad_with_flags(g, y, dx, before):  # type: ignore[no-untyped-def]
+    if _is_f32(y.dtype):
+
+        def single(g, y, dx, before):  # type: ignore[no-untyped-def]
+            _grad_f32(g, y, dx)
+            return raised_flags(FENV_MASK)
+
+        return single
+    return lambda g, y, dx, before: _grad_f64(g, y, dx, before)
+
+
+def _grad_any(g: Any, y: Any, dx: Any) -> None:
+    """The gradient over one block, whatever flags are set (numba code only)."""
+    raise NotImplementedError("_grad_any is only callable from numba-compiled code")
+
+
+@overload(_grad_any)
+def _overload_grad_any(g, y, dx):  # type: ignore[no-untyped-def]
+    if _is_f32(y.dtype):
+        return lambda g, y, dx: _grad_f32(g, y, dx)
+
+    def double(g, y, dx):  # type: ignore[no-untyped-def]
+        # NOTE: the flags set on entry are read, once per call: numpy calls a
+        # ufunc's inner loop several times between its clear and its check
+        # of the flags (buffered and multi-dimensional operands).
+        _grad_f64(g, y, dx, raised_flags(FENV_MASK))
+
+    return double
+
+
+@numba.njit(**_compile.BLOCK_OPTIONS)
+def grad_block(g, y, dx):  # type: ignore[no-untyped-def]
+    # The gradient over 1-D contiguous arrays (the ufuncs' loops): correctly
+    # rounded where docs/accuracy.md says, its IEEE flags the rule's there.
+    _grad_any(g, y, dx)
+
+
+@numba.njit(**_compile.BLOCK_OPTIONS)
+def grad_block_flags(g, y, dx, before):  # type: ignore[no-untyped-def]
+    # grad_block for a caller that knows the <fenv.h> flags set before it
+    # (``before``: the prange loops clear them first) and reads them after:
+    # returns them, so that neither is read twice.
+    return _grad_with_flags(g, y, dx, before)
