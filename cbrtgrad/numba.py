@@ -59,17 +59,13 @@ import sys
 from typing import Any
 
 import numpy as np
-from numba import types
-from numba.core.errors import TypingError
 from numba.extending import overload, register_jitable
 
 from . import api
+from ._numba_types import SCALAR_TYPES, array_kind, scalar_kind
 from .kernels.cuda_primitives import simulating
 
 __all__ = ["cbrt", "cbrt_grad", "cbrt_grad_into", "cbrt_into"]
-
-#: What a scalar argument may be, for the error messages.
-SCALAR_TYPES = "a float32 or float64 scalar"
 
 #: The options of every implementation here: cbrtgrad's, not the caller's
 #: (kernels/user_loops.py says why).
@@ -230,51 +226,6 @@ def cbrt_grad_into(g: Any, y: Any, out: Any) -> Any:
     return api.cbrt_grad(g, y, out=out)
 
 
-# -- Types ----------------------------------------------------------------------------
-
-
-def _float_kind(numba_type: Any) -> str | None:
-    """``"float32"`` or ``"float64"`` for those numba scalar types, else None."""
-    if numba_type == types.float32:
-        return "float32"
-    if numba_type == types.float64:
-        return "float64"
-    return None
-
-
-def _scalar_kind(function: str, **arguments: Any) -> str:
-    """The one float kind of scalar ``arguments``, or a TypingError naming ``function``."""
-    kinds = {_float_kind(t) for t in arguments.values()}
-    if len(kinds) == 1 and None not in kinds:
-        return kinds.pop()  # type: ignore[return-value]
-    got = ", ".join(f"{name}: {t}" for name, t in arguments.items())
-    takes = SCALAR_TYPES if len(arguments) == 1 else "float32 or float64 scalars of one type"
-    hint = ""
-    if any(isinstance(t, types.Integer | types.Boolean) for t in arguments.values()):
-        hint = " Integers are not converted: write np.float64(n) or np.float32(n)."
-    elif any(isinstance(t, types.Array) for t in arguments.values()):
-        hint = " Over arrays, call cbrtgrad.numba.cbrt_into or cbrt_grad_into."
-    elif len(kinds - {None}) > 1:
-        hint = " Convert one of them: np.float64(v) or np.float32(v)."
-    raise TypingError(f"{function} takes {takes}; got {got}.{hint}")
-
-
-def _array_kind(function: str, **arguments: Any) -> str:
-    """The one float dtype of array ``arguments`` (the last one written), or a TypingError."""
-    values = list(arguments.values())
-    kinds = {_float_kind(t.dtype) if isinstance(t, types.Array) else None for t in values}
-    ndims = {t.ndim if isinstance(t, types.Array) else None for t in values}
-    out = values[-1]
-    writable = isinstance(out, types.Array) and out.mutable
-    if len(kinds) == 1 and None not in kinds and len(ndims) == 1 and writable:
-        return kinds.pop()  # type: ignore[return-value]
-    got = ", ".join(f"{name}: {t}" for name, t in arguments.items())
-    raise TypingError(
-        f"{function} takes float32 or float64 arrays of one dtype and one number of "
-        f"dimensions, the last one writable; got {got}."
-    )
-
-
 # -- numba code on the CPU ------------------------------------------------------------
 
 
@@ -282,7 +233,7 @@ def _array_kind(function: str, **arguments: Any) -> str:
 def _cbrt_cpu(x):  # type: ignore[no-untyped-def]
     from .kernels import user_loops
 
-    forward, _ = user_loops.forms(_scalar_kind("cbrtgrad.numba.cbrt(x)", x=x))
+    forward, _ = user_loops.forms(scalar_kind("cbrtgrad.numba.cbrt(x)", x=x))
     return lambda x: forward(x)
 
 
@@ -290,7 +241,7 @@ def _cbrt_cpu(x):  # type: ignore[no-untyped-def]
 def _cbrt_grad_cpu(g, y):  # type: ignore[no-untyped-def]
     from .kernels import user_loops
 
-    _, gradient = user_loops.forms(_scalar_kind("cbrtgrad.numba.cbrt_grad(g, y)", g=g, y=y))
+    _, gradient = user_loops.forms(scalar_kind("cbrtgrad.numba.cbrt_grad(g, y)", g=g, y=y))
     return lambda g, y: gradient(g, y)
 
 
@@ -347,7 +298,7 @@ def _write_back_cpu(result, out):  # type: ignore[no-untyped-def]
 def _cbrt_into_cpu(x, out):  # type: ignore[no-untyped-def]
     from .kernels import user_loops
 
-    dtype = _array_kind("cbrtgrad.numba.cbrt_into(x, out)", x=x, out=out)
+    dtype = array_kind("cbrtgrad.numba.cbrt_into(x, out)", x=x, out=out)
     block = user_loops.block_function("forward", dtype)
     message = "cbrtgrad.numba.cbrt_into(x, out): x and out must have one shape"
 
@@ -366,7 +317,7 @@ def _cbrt_into_cpu(x, out):  # type: ignore[no-untyped-def]
 def _cbrt_grad_into_cpu(g, y, out):  # type: ignore[no-untyped-def]
     from .kernels import user_loops
 
-    dtype = _array_kind("cbrtgrad.numba.cbrt_grad_into(g, y, out)", g=g, y=y, out=out)
+    dtype = array_kind("cbrtgrad.numba.cbrt_grad_into(g, y, out)", g=g, y=y, out=out)
     block = user_loops.block_function("grad", dtype)
     message = "cbrtgrad.numba.cbrt_grad_into(g, y, out): g, y and out must have one shape"
 
@@ -395,13 +346,13 @@ def _device_functions(kind: str) -> tuple[Any, Any]:
 
 @overload(cbrt, target="cuda")
 def _cbrt_cuda(x):  # type: ignore[no-untyped-def]
-    forward, _ = _device_functions(_scalar_kind("cbrtgrad.numba.cbrt(x)", x=x))
+    forward, _ = _device_functions(scalar_kind("cbrtgrad.numba.cbrt(x)", x=x))
     return lambda x: forward(x)
 
 
 @overload(cbrt_grad, target="cuda")
 def _cbrt_grad_cuda(g, y):  # type: ignore[no-untyped-def]
-    _, gradient = _device_functions(_scalar_kind("cbrtgrad.numba.cbrt_grad(g, y)", g=g, y=y))
+    _, gradient = _device_functions(scalar_kind("cbrtgrad.numba.cbrt_grad(g, y)", g=g, y=y))
     return lambda g, y: gradient(g, y)
 
 

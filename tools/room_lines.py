@@ -37,7 +37,7 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("engine", ("engine/*.py",)),
-    ("bridges", ("torch/*.py", "jax/*.py", "mlx/*.py", "numba.py")),
+    ("bridges", ("torch/*.py", "jax/*.py", "mlx/*.py", "numba.py", "_numba_types.py")),
     ("verification", ("verification/*.py",)),
     (
         "cli",

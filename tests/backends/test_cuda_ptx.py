@@ -261,7 +261,8 @@ os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
 import numpy as np
 if sys.argv[1] == "without-row_stack":
     del np.row_stack  # what numpy 2.5 did
-from cbrtgrad.backends.cuda import CudaBackend, toolchain_problem
+from cbrtgrad.backends._cuda_probe import toolchain_problem
+from cbrtgrad.backends.cuda import CudaBackend
 print(toolchain_problem())
 print(CudaBackend().availability())
 """
