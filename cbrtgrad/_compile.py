@@ -116,7 +116,17 @@ def built_kernels() -> dict[str, str]:
         return dict(_BUILT)
 
 
-def _record(name: str, loaded: bool) -> None:
+def record(name: str, loaded: bool) -> None:
+    """Enter ``name`` in :func:`built_kernels` as loaded from the cache, or compiled.
+
+    For what is built outside numba's compile (the MLX bridge's C++ primitive).
+
+    Examples
+    --------
+    >>> record("example kernel", loaded=True)
+    >>> built_kernels()["example kernel"]
+    'loaded'
+    """
     with _BUILT_LOCK:
         _BUILT[name] = "loaded" if loaded else "compiled"
 
@@ -174,7 +184,7 @@ def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag
         compiled._cache = cache
     with compiling_for(shape):
         compiled.compile()
-    _record(name, compiled._cache_hits > 0)
+    record(name, compiled._cache_hits > 0)
     return compiled
 
 
@@ -253,5 +263,5 @@ def compile_dispatcher(
     with compiling_for(shape, dispatcher.py_func if out_of_line else None):
         dispatcher.compile(signature)
     dispatcher.disable_compile()
-    _record(name, sum(dispatcher._cache_hits.values()) > 0)
+    record(name, sum(dispatcher._cache_hits.values()) > 0)
     return dispatcher

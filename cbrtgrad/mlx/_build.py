@@ -33,13 +33,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .. import _cache, _config
+from .. import _cache, _compile, _config
 
 _HERE = Path(__file__).resolve().parent
 #: The files the extension is built from (package data of ``cbrtgrad.mlx``).
 SOURCES = ("_primitive.cpp", "CMakeLists.txt")
 #: The extension's module name (``NB_MODULE`` in ``_primitive.cpp``).
 MODULE = "_cbrtgrad_mlx"
+#: What ``cbrtgrad warm`` and ``_compile.built_kernels()`` call the build.
+BUILT_NAME = "MLX primitive"
 _LOCK = threading.Lock()
 _LOADED: dict[str, ModuleType] = {}
 
@@ -169,19 +171,27 @@ def _locked_build(folder: Path) -> Path:
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     target = folder / f"{MODULE}{suffix}"
     if target.exists():
+        _compile.record(BUILT_NAME, loaded=True)
         return target
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not on the platforms MLX's CPU build runs on
-        return _build(folder)
+        return _recorded_build(folder)
     with open(folder / "build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process building waits here...
         try:
             if target.exists():  # ...and finds its result
+                _compile.record(BUILT_NAME, loaded=True)
                 return target
-            return _build(folder)
+            return _recorded_build(folder)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _recorded_build(folder: Path) -> Path:
+    built = _build(folder)
+    _compile.record(BUILT_NAME, loaded=False)
+    return built
 
 
 def extension() -> Any:
