@@ -33,18 +33,6 @@ _NAMES = (
 )  # fmt: skip
 
 
-def is_numba_device_array(value: Any) -> bool:
-    """Whether ``value`` is a numba device array (a GPU's or numba's CUDA simulator's).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> is_numba_device_array(np.ones(2))
-    False
-    """
-    return type(value).__module__.startswith("numba.cuda") and is_device_array(value)
-
-
 def standard_view(value: Any) -> tuple[Any, bool]:
     """``value`` as an array of an array-API library, and whether CuPy had to view it.
 
@@ -65,12 +53,13 @@ def standard_view(value: Any) -> tuple[Any, bool]:
     False
     """
     cls = type(value)
-    if not (
-        is_numba_device_array(value)
-        or hasattr(value, "__cuda_array_interface__")
-        and not hasattr(cls, "__array_namespace__")
-        and not cls.__module__.startswith(("cupy", "torch"))
-    ):
+    # NOTE: the cuda backend's own test (_device_arrays.library_of): a device
+    # array of neither CuPy nor PyTorch; one with a namespace (JAX's) has its own.
+    if hasattr(cls, "__array_namespace__") or not is_device_array(value):
+        return value, False
+    from .backends._device_arrays import NUMBA, library_of
+
+    if library_of(value) != NUMBA:
         return value, False
     try:
         import cupy

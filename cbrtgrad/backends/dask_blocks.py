@@ -24,9 +24,10 @@ import numpy as np
 
 from .. import _dtypes
 from .._array_kinds import is_dask_array, is_device_array
-from .._namespaces import device, is_numba_device_array, library_dtype, namespace
+from .._namespaces import device, library_dtype, namespace
 from .._ufunc_args import broadcast_shape, check_out
 from ._catalog import get_backend as _backend
+from ._device_arrays import NUMBA, library_of
 from ._protocol import Availability
 
 
@@ -389,7 +390,7 @@ def _meta(values: Any, ndim: int, compute: np.dtype) -> Any:
         meta = getattr(value, "_meta", None) if is_dask_array(value) else None
         if meta is not None and is_device_array(meta):
             shape = (0,) * ndim
-            if is_numba_device_array(meta):  # numba has no array API namespace
+            if library_of(meta) == NUMBA:  # numba has no array API namespace
                 from numba import cuda
 
                 return cuda.device_array(shape, compute)

@@ -261,7 +261,7 @@ class StandardArray(np.lib.mixins.NDArrayOperatorsMixin):
         return self._like(_namespaces.standard_view(result)[0])
 
 
-def refuse_host_copy(library: str = "device") -> NoReturn:
+def refuse_host_copy(library: str) -> NoReturn:
     """Raise the ``TypeError`` for another library's data asked for as a numpy array."""
     raise TypeError(
         f"cbrtgrad: a Tensor's {library} data is not converted to numpy implicitly; use "

@@ -51,9 +51,8 @@ def _gradient(backend: Any, g: Any, y: Any) -> Any:
                 g = cuda.as_cuda_array(g)
         g, y = kernel_input(g), y.kernel_input()
         compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
-        if like.on_device:
-            return like.from_kernel(backend.cube_root_grad(g, y, dtype=compute))
-        g, y = np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
+        if not like.on_device:  # numpy views: cast as for host arrays below
+            g, y = np.asarray(g, dtype=compute), np.asarray(y, dtype=compute)
         return like.from_kernel(backend.cube_root_grad(g, y, dtype=compute))
     g = raw(g)
     compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
