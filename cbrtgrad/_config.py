@@ -14,9 +14,12 @@
                                one thread: XLA's own thread pool competes with
                                numba's, docs/jax.md)
 ``CBRTGRAD_MLX_PARALLEL_MIN``  smallest array size that :mod:`cbrtgrad.mlx`'s
-                               primitives run on numba's threads (default: none,
-                               one thread: on busy cores the threads wait for a
-                               time slice, docs/mlx.md)
+                               primitives run on numba's threads (default: the
+                               api's rule, ``CBRTGRAD_PARALLEL_MIN`` under the
+                               automatic choice, every size under
+                               ``CBRTGRAD_BACKEND=parallel``, none under another
+                               backend; a size above any array keeps one
+                               thread; docs/mlx.md)
 ``CBRTGRAD_VECTOR_WIDTH``      SIMD width in bits that the CPU kernels' loops prefer:
                                ``512`` (default; LLVM keeps it at the widest the CPU
                                has) or ``256`` (numba's own default, for CPUs that

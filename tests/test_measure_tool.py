@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tools import measure
-from tools.measuring import dask_table, pytorch
+from tools.measuring import dask_table, mlx_threads, pytorch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,6 +48,33 @@ def test_torch_without_torch_is_an_error_naming_the_extra(capsys, monkeypatch):
     _installed(monkeypatch, "torch", False)
     assert measure.main(["torch"]) == 2
     assert "cbrtgrad[torch]" in capsys.readouterr().err
+
+
+def test_mlx_threads_rows_are_printed_and_written(tmp_path, capsys, monkeypatch):
+    # The wiring: the arguments reach tools.measuring.mlx_threads (measured by
+    # its doctest), whose rows are printed and in the JSON.
+    row = {"load": 2, "case": "c", "calls": 3, "median_ms": 1.0, "p90_ms": 2.0, "max_ms": 6.0,
+           "stalled": 1}  # fmt: skip
+    seen = []
+
+    def thread_rows(calls, rounds, loads):
+        seen.append((calls, rounds, loads))
+        return [row]
+
+    monkeypatch.setattr(mlx_threads, "thread_rows", thread_rows)
+    _installed(monkeypatch, "mlx", True)
+    out = tmp_path / "threads.json"
+    argv = ["mlx-threads", "--calls", "3", "--rounds", "2", "--loads", "0", "2", "--json", str(out)]
+    assert measure.main(argv) == 0
+    assert seen == [(3, 2, [0, 2])]
+    assert "over 5 ms" in capsys.readouterr().out
+    assert json.loads(out.read_text())["mlx_threads"] == [row]
+
+
+def test_mlx_threads_without_mlx_names_the_extra(capsys, monkeypatch):
+    _installed(monkeypatch, "mlx", False)
+    assert measure.main(["mlx-threads"]) == 2
+    assert "cbrtgrad[mlx]" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is an extra")
@@ -98,6 +125,9 @@ BAD_ARGUMENTS = {
     "--runs 0": (["startup", "--runs", "0"], "positive integer"),
     "peers --sizes 2.5": (["peers", "--sizes", "10", "2.5"], "positive integer"),
     "numba --repeat inf": (["numba", "--repeat", "inf"], "positive integer"),
+    "mlx-threads --loads x": (["mlx-threads", "--loads", "x"], "integer from 0 to 16"),
+    "mlx-threads --loads 17": (["mlx-threads", "--loads", "0", "17"], "integer from 0 to 16"),
+    "mlx-threads --calls 0": (["mlx-threads", "--calls", "0"], "positive integer"),
     "plot --backends gpu9": (["plot", "x.png", "--backends", "gpu9"], "unknown backend"),
 }
 

@@ -21,6 +21,7 @@ from cbrtgrad import _config
 mx = pytest.importorskip("mlx.core")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 cm = importlib.import_module("cbrtgrad.mlx")
+_functions = importlib.import_module("cbrtgrad.mlx._functions")
 
 HALVES = {"float16": (np.dtype(np.float16), mx.float16),
           "bfloat16": (np.dtype(ml_dtypes.bfloat16), mx.bfloat16)}  # fmt: skip
@@ -96,15 +97,22 @@ def _random_bits(dtype, n, seed):
 
 
 @contextlib.contextmanager
-def _parallel_min(monkeypatch, size):
-    # CBRTGRAD_MLX_PARALLEL_MIN: the size from which the loops run on numba's threads.
-    monkeypatch.setenv("CBRTGRAD_MLX_PARALLEL_MIN", str(size))
+def _environment(monkeypatch, **values):
+    # Settings read by cbrtgrad._config, set for the block (and read afresh).
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
     _config.settings.cache_clear()
     try:
         yield
     finally:
-        monkeypatch.delenv("CBRTGRAD_MLX_PARALLEL_MIN")
+        for name in values:
+            monkeypatch.delenv(name)
         _config.settings.cache_clear()
+
+
+def _parallel_min(monkeypatch, size):
+    # CBRTGRAD_MLX_PARALLEL_MIN: the size from which the loops run on numba's threads.
+    return _environment(monkeypatch, CBRTGRAD_MLX_PARALLEL_MIN=str(size))
 
 
 def _vjp(x, ct):
@@ -118,15 +126,56 @@ def _vjp(x, ct):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_bits_random_and_specials(dtype, monkeypatch):
     # 10^6 random bit patterns, then the specials, forward and pullback:
-    # float32 on numba's threads (CBRTGRAD_MLX_PARALLEL_MIN=10^6), float64 on
-    # one, the default (its threaded loops compile for seconds more: the slow
-    # test below runs them).
+    # float32 with the default (numba's threads from CBRTGRAD_PARALLEL_MIN,
+    # 10^6, as the api's automatic choice), float64 on one thread
+    # (CBRTGRAD_MLX_PARALLEL_MIN above its size: its threaded loops compile
+    # for seconds more; the slow test below runs them).
     if dtype is np.float32:
-        with _parallel_min(monkeypatch, 10**6):
-            _check_bits_random_and_specials(dtype)
-    else:
         assert _config.settings().mlx_parallel_min_size is None
+        assert _functions._threads_from() == _config.settings().parallel_min_size == 10**6
         _check_bits_random_and_specials(dtype)
+    else:
+        with _parallel_min(monkeypatch, 10**6 + 1):
+            _check_bits_random_and_specials(dtype)
+
+
+_SETTINGS = ("CBRTGRAD_MLX_PARALLEL_MIN", "CBRTGRAD_PARALLEL_MIN", "CBRTGRAD_BACKEND")
+
+
+@pytest.mark.parametrize(
+    ("values", "threads_from"),
+    [
+        ({}, 10**6),  # the api's rule: its parallel backend from CBRTGRAD_PARALLEL_MIN
+        ({"CBRTGRAD_PARALLEL_MIN": "4096"}, 4096),
+        ({"CBRTGRAD_BACKEND": "parallel"}, 0),  # the api's threads at every size
+        ({"CBRTGRAD_BACKEND": "cpu"}, None),  # and none
+        ({"CBRTGRAD_BACKEND": "numpy", "CBRTGRAD_PARALLEL_MIN": "4096"}, None),
+        ({"CBRTGRAD_MLX_PARALLEL_MIN": "77", "CBRTGRAD_BACKEND": "cpu"}, 77),  # the bridge's own
+        ({"CBRTGRAD_MLX_PARALLEL_MIN": "77", "CBRTGRAD_PARALLEL_MIN": "4096"}, 77),
+    ],
+)
+def test_threads_follow_the_api_rule(values, threads_from, monkeypatch):
+    for name in _SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    with _environment(monkeypatch, **values):
+        assert _functions._threads_from() == threads_from
+        small, large = mx.zeros(76, mx.float32), mx.zeros(1 << 16, mx.float32)
+        for a in (small, large):
+            serial, threaded, start = _functions._loops("forward", a)
+            runs_threads = threads_from is not None and a.size >= threads_from
+            assert serial != 0 and (threaded != 0) == (runs_threads and _functions._threaded())
+            assert start == (threads_from if threaded else 0)
+
+
+def test_threads_from_the_api_rule_give_the_same_bits(monkeypatch):
+    # CBRTGRAD_PARALLEL_MIN=4096 alone: 65,536 elements on numba's threads.
+    monkeypatch.delenv("CBRTGRAD_MLX_PARALLEL_MIN", raising=False)
+    with _environment(monkeypatch, CBRTGRAD_PARALLEL_MIN="4096"):
+        x = np.concatenate([_random_bits(np.float32, 1 << 16, 10), _specials(np.float32)])
+        ct = _random_bits(np.float32, x.size, 11)
+        y, dx = _vjp(x, ct)
+        _same_bits(y, cbrtgrad.cbrt(x))
+        _same_bits(dx, cbrtgrad.cbrt_grad(ct, cbrtgrad.cbrt(x)))
 
 
 def _check_bits_random_and_specials(dtype):

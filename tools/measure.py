@@ -10,6 +10,8 @@ now, from a source checkout (``docs/make_plots.py`` runs ``plot`` and
     python tools/measure.py dask [--dask-gb 2] [--workers 2]       # was bench --dask
     python tools/measure.py startup [--runs 3]                     # was bench --startup
     python tools/measure.py torch | jax | numba [--repeat R]       # was --torch, --engine, --numba
+    python tools/measure.py mlx [--repeat R]                       # the MLX bridge's ratios
+    python tools/measure.py mlx-threads [--calls C] [--loads 0 1 2]  # its threads, busy cores
     python tools/measure.py cuda [--sizes N ...]                   # was bench --backends cuda
 
 Every subcommand takes ``--json FILE``. The arguments are checked as
@@ -72,6 +74,13 @@ def _gigabytes(text: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
+
+
+def _spinners(text: str) -> int:
+    # A count of spinning processes: 0 or more, and few (each takes a core).
+    if not text.isdigit() or int(text) > 16:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 16, got {text!r}")
+    return int(text)
 
 
 def cmd_peers(args: argparse.Namespace) -> int:
@@ -192,6 +201,24 @@ def cmd_mlx(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mlx_threads(args: argparse.Namespace) -> int:
+    """The MLX bridge on one thread and numba's threads, per call, beside spinning processes."""
+    if importlib.util.find_spec("mlx") is None:
+        print(
+            "measure.py mlx-threads needs MLX: python -m pip install 'cbrtgrad[mlx]'",
+            file=sys.stderr,
+        )
+        return 2
+    from tools.measuring import mlx_threads
+
+    _cpu_line()
+    rows = mlx_threads.thread_rows(calls=args.calls, rounds=args.rounds, loads=args.loads)
+    print(mlx_threads.format_thread_rows(rows))
+    if args.json:
+        write_json(args.json, {"cpu": _isa.host_isa().describe(), "mlx_threads": rows})
+    return 0
+
+
 def cmd_numba(args: argparse.Namespace) -> int:
     """:mod:`cbrtgrad.numba` in ``@njit`` loops against numba's own cube roots."""
     from tools.measuring import numba_loops
@@ -254,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("torch", cmd_torch, "the PyTorch bridge against PyTorch's ops")
     add("jax", cmd_jax, "the JAX bridge against jnp.cbrt, jitted")
     add("mlx", cmd_mlx, "the MLX bridge against MLX's ops and cbrtgrad.cbrt")
+    threads = add("mlx-threads", cmd_mlx_threads, "the MLX bridge's threads on busy cores")
+    threads.add_argument("--calls", type=positive, default=100, help="timed calls per block")
+    threads.add_argument("--rounds", type=positive, default=3, help="rounds per load")
+    threads.add_argument(
+        "--loads", type=_spinners, nargs="+", default=[0, 1, 2], help="spinning processes"
+    )
     add("numba", cmd_numba, "cbrtgrad.numba in @njit loops against numba's cube roots")
     add("cuda", cmd_cuda, "the cuda backend's bench rows on a GPU", sizes)
     return parser

@@ -47,14 +47,29 @@ def _address(kernel: str, dtype: str, threaded: bool) -> int:
     return found
 
 
+def _threads_from() -> int | None:
+    # The size from which the loops run on numba's threads (None: never).
+    # CBRTGRAD_MLX_PARALLEL_MIN where set; else the api's own rule for a numpy
+    # array (backends/_auto.py): threads where cbrtgrad.cbrt would take its
+    # parallel backend, from CBRTGRAD_PARALLEL_MIN elements (10^6) under the
+    # automatic choice, always under CBRTGRAD_BACKEND=parallel, never under
+    # another backend. NOTE: on busy cores numba's threads wait for a time
+    # slice, but so does one thread (MLX's stream thread and the caller hand
+    # each evaluation over), and the api's choice has the same exposure:
+    # measured in docs/mlx.md ("Threads").
+    settings = _config.settings()
+    if settings.mlx_parallel_min_size is not None:
+        return settings.mlx_parallel_min_size
+    if settings.backend == "auto":
+        return settings.parallel_min_size
+    return 0 if settings.backend == "parallel" else None
+
+
 def _loops(kernel: str, a: Any) -> tuple[int, int, int]:
     # (serial loop, threaded loop or 0, the size from which it runs) for a's dtype.
-    # NOTE: one thread unless CBRTGRAD_MLX_PARALLEL_MIN is set: on a machine
-    # whose cores are busy, numba's threads wait for a time slice (a 2.3 ms
-    # training step took 16 ms; docs/mlx.md), as with cbrtgrad.jax.
     dtype = FLOATS[a.dtype]
     serial = _address(kernel, dtype, False)
-    threshold = _config.settings().mlx_parallel_min_size
+    threshold = _threads_from()
     if threshold is None or a.size < threshold or not _threaded():
         return serial, 0, 0
     return serial, _address(kernel, dtype, True), threshold
@@ -125,7 +140,10 @@ def cbrt(x: Any) -> Any:
     for bit, and ``mx.value_and_grad``, ``mx.vjp``, ``mx.jvp`` and second
     derivatives work, as do ``mx.vmap`` and ``mx.compile``. Runs on MLX's CPU
     device (a ``CubeRoot`` primitive evaluated by cbrtgrad's numba kernels),
-    whatever the default device.
+    whatever the default device: on numba's threads from
+    ``CBRTGRAD_PARALLEL_MIN`` elements (10^6), as :func:`cbrtgrad.cbrt`
+    chooses its ``parallel`` backend, or from ``CBRTGRAD_MLX_PARALLEL_MIN``
+    where that is set; on MLX's stream thread below.
 
     Parameters
     ----------

@@ -16,6 +16,9 @@ nothing in ``cbrtgrad`` imports it.
 - :mod:`~tools.measuring.startup`: ``startup``, import and first call in
   fresh interpreters.
 - :mod:`~tools.measuring.jax_rows`: ``jax``, the JAX bridge against ``jnp.cbrt``.
+- :mod:`~tools.measuring.mlx_rows`: ``mlx``, the MLX bridge against MLX's ops
+  and ``cbrtgrad.cbrt``; :mod:`~tools.measuring.mlx_threads`: ``mlx-threads``,
+  its loops on one thread and on numba's threads, per call, on busy cores.
 - :mod:`~tools.measuring.pytorch`: ``torch``, the PyTorch bridge against PyTorch.
 - :mod:`~tools.measuring.numba_loops`: ``numba``, :mod:`cbrtgrad.numba` in
   a user's own ``@njit`` loops against numba's ``np.cbrt`` and ``pow``.

@@ -7,9 +7,11 @@ turns (:func:`~cbrtgrad.bench.timing.best_times`):
   MLX user writes today, ``mx.sign(x) * mx.power(mx.abs(x), 1/3)``, against
   ``mx.power(x, 1/3)`` (the seed's route: nan for negative x), and against
   ``cbrtgrad.cbrt`` on the numpy view of the same memory (the bridge's own
-  cost), with the api's automatic choice (its ``parallel`` backend from 10^6
-  elements) and on one thread (``backend="cpu"``, the loops the bridge runs
-  unless ``CBRTGRAD_MLX_PARALLEL_MIN`` is set);
+  cost) with the api's automatic choice: both on numba's threads from
+  ``CBRTGRAD_PARALLEL_MIN`` elements (10^6), the api's ``parallel`` backend
+  and the bridge's threaded loops;
+* the same on one thread each, like with like: the bridge with
+  ``CBRTGRAD_MLX_PARALLEL_MIN`` above ``n`` against ``backend="cpu"``;
 * forward plus backward, ``mx.value_and_grad`` of ``cbrt(x).sum()``, against
   the same two expressions.
 
@@ -20,7 +22,9 @@ at most 0.25), and the forward within 1.5x of ``cbrtgrad.cbrt`` on the view.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -32,6 +36,33 @@ LARGE = 1_000_000
 
 def _expression(mx: Any) -> Callable[[Any], Any]:
     return lambda v: mx.sign(v) * mx.power(mx.abs(v), 1.0 / 3.0)
+
+
+@contextlib.contextmanager
+def bridge_threads_from(size: int | None) -> Iterator[None]:
+    """``CBRTGRAD_MLX_PARALLEL_MIN`` set to ``size`` for the block (``None``: unset, the default).
+
+    Examples
+    --------
+    >>> from cbrtgrad import _config
+    >>> with bridge_threads_from(10):
+    ...     _config.settings().mlx_parallel_min_size
+    10
+    """
+    from cbrtgrad import _config
+
+    name = "CBRTGRAD_MLX_PARALLEL_MIN"
+    saved = os.environ.pop(name, None)
+    if size is not None:
+        os.environ[name] = str(size)
+    _config.settings.cache_clear()
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+        if saved is not None:
+            os.environ[name] = saved
+        _config.settings.cache_clear()
 
 
 def mlx_rows(repeat: int = 20, n: int = LARGE) -> list[dict[str, Any]]:
@@ -80,16 +111,14 @@ def mlx_rows(repeat: int = 20, n: int = LARGE) -> list[dict[str, Any]]:
         value_and_grad = mx.value_and_grad(lambda v: f(v).sum())
         return lambda: mx.eval(value_and_grad(x))
 
-    ours, theirs, seed, api, api_cpu = best_times(
-        [
-            forward(cm.cbrt),
-            forward(expression),
-            forward(power),
-            lambda: cbrtgrad.cbrt(view),
-            lambda: cbrtgrad.cbrt(view, backend="cpu"),
-        ],
+    ours, theirs, seed, api = best_times(
+        [forward(cm.cbrt), forward(expression), forward(power), lambda: cbrtgrad.cbrt(view)],
         repeat,
     )
+    with bridge_threads_from(n + 1):  # above n: one thread
+        ours_one, api_cpu = best_times(
+            [forward(cm.cbrt), lambda: cbrtgrad.cbrt(view, backend="cpu")], repeat
+        )
     ours_step, theirs_step, seed_step = best_times(
         [step(cm.cbrt), step(expression), step(power)], repeat
     )
@@ -101,8 +130,8 @@ def mlx_rows(repeat: int = 20, n: int = LARGE) -> list[dict[str, Any]]:
         (f"cbrtgrad.mlx.cbrt(x), {size}", ours, seed_name, seed),
         (f"cbrtgrad.mlx.cbrt(x), {size}", ours, "cbrtgrad.cbrt(numpy view)", api),
         (
-            f"cbrtgrad.mlx.cbrt(x), {size}",
-            ours,
+            f"cbrtgrad.mlx.cbrt(x) on one thread, {size}",
+            ours_one,
             "cbrtgrad.cbrt(numpy view, backend='cpu')",
             api_cpu,
         ),
