@@ -9,7 +9,8 @@ as a table); the ``track_`` ratios are each taken in one run, in turns:
   bridge and through ``mx.sign(x) * mx.power(mx.abs(x), 1/3)`` (the goal: at
   least 4x faster) and ``mx.power(x, 1/3)`` (the seed's route, nan for x < 0);
 * the forward, against the same and against ``cbrtgrad.cbrt`` on the numpy
-  view of the same memory (the goal: within 1.5x).
+  view of the same memory (the goal: within 1.5x; at 10^6 both run on numba's
+  threads by default, ``CBRTGRAD_PARALLEL_MIN``).
 
 NOTE: the first setup in a fresh cache builds the MLX primitive (CMake, a
 C++ compiler; seconds) and compiles the loops: hence the timeouts.

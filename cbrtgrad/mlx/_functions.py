@@ -56,7 +56,7 @@ def _threads_from() -> int | None:
     # another backend. NOTE: on busy cores numba's threads wait for a time
     # slice, but so does one thread (MLX's stream thread and the caller hand
     # each evaluation over), and the api's choice has the same exposure:
-    # measured in docs/mlx.md ("Threads").
+    # measured in docs/mlx.md ("Threads on busy cores").
     settings = _config.settings()
     if settings.mlx_parallel_min_size is not None:
         return settings.mlx_parallel_min_size
