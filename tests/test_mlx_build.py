@@ -167,6 +167,21 @@ def test_bad_mlx_parallel_min(monkeypatch):
     assert cbrtgrad._config.settings().mlx_parallel_min_size is None
 
 
+def test_unknown_backend_setting_names_the_variable(monkeypatch):
+    # CBRTGRAD_BACKEND decides the bridge's threads (as the api's backend):
+    # a name the api refuses is refused here too.
+    monkeypatch.delenv("CBRTGRAD_MLX_PARALLEL_MIN", raising=False)
+    monkeypatch.setenv("CBRTGRAD_BACKEND", "gpu")
+    cbrtgrad._config.settings.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="CBRTGRAD_BACKEND: unknown backend 'gpu'; known"):
+            cm.cbrt(mx.array([8.0]))
+    finally:
+        monkeypatch.delenv("CBRTGRAD_BACKEND")
+        cbrtgrad._config.settings.cache_clear()
+    assert cm.cbrt(mx.array([8.0])).item() == 2.0
+
+
 @pytest.mark.skipif(mx.metal.is_available(), reason="a Metal GPU is here: nothing to refuse")
 def test_metal_kernel_without_metal_is_mlx_s_error():
     # The generated kernel is made (its source is checked on the CPU in

@@ -18,6 +18,7 @@ from typing import Any
 import mlx.core as mx
 
 from .. import _config
+from ..backends import _catalog
 from ..kernels import mlx_loops
 from . import _build
 from ._operands import FLOATS, as_float, gradient_operands
@@ -62,7 +63,14 @@ def _threads_from() -> int | None:
         return settings.mlx_parallel_min_size
     if settings.backend == "auto":
         return settings.parallel_min_size
-    return 0 if settings.backend == "parallel" else None
+    if settings.backend == "parallel":
+        return 0
+    if settings.backend not in _catalog.known():  # refused as the api refuses it
+        raise ValueError(
+            f"cbrtgrad: environment variable CBRTGRAD_BACKEND: unknown backend "
+            f"{settings.backend!r}; known backends: {', '.join(_catalog.known())} (or 'auto')"
+        )
+    return None
 
 
 def _loops(kernel: str, a: Any) -> tuple[int, int, int]:
