@@ -16,8 +16,9 @@
 ``CBRTGRAD_MLX_PARALLEL_MIN``  smallest array size that :mod:`cbrtgrad.mlx`'s
                                primitives run on numba's threads (default: the
                                api's rule, ``CBRTGRAD_PARALLEL_MIN`` under the
-                               automatic choice, every size under
-                               ``CBRTGRAD_BACKEND=parallel``, none under another
+                               automatic choice, every size where
+                               ``CBRTGRAD_BACKEND`` or a ``use_backend`` block
+                               names ``parallel``, none where they name another
                                backend; a size above any array keeps one
                                thread; docs/mlx.md)
 ``CBRTGRAD_VECTOR_WIDTH``      SIMD width in bits that the CPU kernels' loops prefer:

@@ -167,6 +167,20 @@ def test_threads_follow_the_api_rule(values, threads_from, monkeypatch):
             assert start == (threads_from if threaded else 0)
 
 
+@pytest.mark.parametrize(
+    ("name", "threads_from"), [("cpu", None), ("parallel", 0), ("auto", 10**6)]
+)
+def test_threads_follow_a_use_backend_block(name, threads_from, monkeypatch):
+    # The api's precedence: a use_backend block before CBRTGRAD_BACKEND.
+    for setting in _SETTINGS:
+        monkeypatch.delenv(setting, raising=False)
+    with _environment(monkeypatch, CBRTGRAD_BACKEND="numpy"):
+        assert _functions._threads_from() is None
+        with cbrtgrad.backends.use_backend(name):
+            assert _functions._threads_from() == threads_from
+        assert _functions._threads_from() is None
+
+
 def test_threads_from_the_api_rule_give_the_same_bits(monkeypatch):
     # CBRTGRAD_PARALLEL_MIN=4096 alone: 65,536 elements on numba's threads.
     monkeypatch.delenv("CBRTGRAD_MLX_PARALLEL_MIN", raising=False)

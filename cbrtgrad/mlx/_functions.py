@@ -18,7 +18,7 @@ from typing import Any
 import mlx.core as mx
 
 from .. import _config
-from ..backends import _catalog
+from ..backends import _registry
 from ..kernels import mlx_loops
 from . import _build
 from ._operands import FLOATS, as_float, gradient_operands
@@ -51,24 +51,25 @@ def _address(kernel: str, dtype: str, threaded: bool) -> int:
 def _threads_from() -> int | None:
     # The size from which the loops run on numba's threads (None: never).
     # CBRTGRAD_MLX_PARALLEL_MIN where set; else the api's own rule for a numpy
-    # array (backends/_auto.py): threads where cbrtgrad.cbrt would take its
-    # parallel backend, from CBRTGRAD_PARALLEL_MIN elements (10^6) under the
-    # automatic choice, always under CBRTGRAD_BACKEND=parallel, never under
-    # another backend. NOTE: on busy cores numba's threads wait for a time
-    # slice, but so does one thread (MLX's stream thread and the caller hand
-    # each evaluation over), and the api's choice has the same exposure:
-    # measured in docs/mlx.md ("Threads on busy cores").
+    # array (backends/_registry.py, _auto.py): threads where cbrtgrad.cbrt
+    # would take its parallel backend, from CBRTGRAD_PARALLEL_MIN elements
+    # (10^6) under the automatic choice, always where a use_backend block or
+    # CBRTGRAD_BACKEND names "parallel", never where they name another.
+    # NOTE: on busy cores numba's threads wait for a time slice, but so does
+    # one thread (the caller waits for MLX's stream thread), and the api's
+    # choice has the same exposure: docs/mlx.md, "Threads on busy cores".
     settings = _config.settings()
     if settings.mlx_parallel_min_size is not None:
         return settings.mlx_parallel_min_size
-    if settings.backend == "auto":
+    selected = _registry.selected_name()  # a use_backend block's, else CBRTGRAD_BACKEND's
+    if selected == "auto":
         return settings.parallel_min_size
-    if settings.backend == "parallel":
+    if selected == "parallel":
         return 0
-    if settings.backend not in _catalog.known():  # refused as the api refuses it
+    if selected not in _registry.known():  # refused as the api refuses it
         raise ValueError(
             f"cbrtgrad: environment variable CBRTGRAD_BACKEND: unknown backend "
-            f"{settings.backend!r}; known backends: {', '.join(_catalog.known())} (or 'auto')"
+            f"{selected!r}; known backends: {', '.join(_registry.known())} (or 'auto')"
         )
     return None
 
