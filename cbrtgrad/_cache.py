@@ -1,15 +1,20 @@
 """The on-disk cache of compiled kernels: where it lives, what it is keyed on, whether it is warm.
 
 Every kernel a call runs (a ufunc's inner loop, a parallel loop) is one numba
-function compiled for one signature; :mod:`cbrtgrad._compile` hands each one a
-:class:`KernelCache`, a numba ``FunctionCache`` (``numba.core.caching``) whose
-locator puts it in one folder per *key*: the digest of everything that changes
-the machine code (:func:`key`): the CPU's name and features as numba compiles
-for them (numba's ``magic_tuple``, which follows ``NUMBA_CPU_NAME`` and
+function compiled for one signature with numba's own ``cache=True``.
+:mod:`cbrtgrad._compile` marks each one (:func:`kernel_function`) and numba's
+documented locator hook (``NUMBA_CACHE_LOCATOR_CLASSES``, set in
+``numba.config``) asks :class:`KernelLocator` first, which puts a marked kernel
+in one folder per *key*: the digest of everything that changes the machine
+code (:func:`key`): the CPU's name and features as numba compiles for them
+(numba's ``magic_tuple``, which follows ``NUMBA_CPU_NAME`` and
 ``NUMBA_CPU_FEATURES``), ``CBRTGRAD_VECTOR_WIDTH`` and ``CBRTGRAD_FASTMATH``,
 the numba, llvmlite, LLVM and Python versions, cbrtgrad's version and the text
-of every module the kernels are built from. A cache written under one key is
-never read under another; old folders are left for the user to delete.
+of every module the kernels are built from. The digest is also the entries'
+source stamp, so numba itself drops an index written under another key. A
+cache written under one key is never read under another; old folders are
+left for the user to delete. Every other function (a user's ``cache=True``)
+goes on to numba's own locators, unchanged.
 
 Where: ``CBRTGRAD_CACHE_DIR`` if set, else ``$NUMBA_CACHE_DIR/cbrtgrad`` if
 numba's variable is set, else the user's cache folder (numba's ``appdirs``:
