@@ -7,12 +7,13 @@ count the rounding error of ``y*a`` twice in the error-free transformations of
 an exact ``fma`` where they need one.
 
 NOTE: each kernel is compiled on first use, for the one dtype a call needs
-(:func:`compile_cfunc`, :func:`compile_njit`), and kept in the on-disk cache
-of :mod:`cbrtgrad._cache` (keyed on the CPU, the settings, the versions and
-the kernels' source). numba's own ``cache=True`` is not used: its locator
-keys an entry on the calling file's text only, not on the modules the kernel
-calls nor on ``CBRTGRAD_VECTOR_WIDTH``, and keeps all signatures of a
-function in one index, which two processes saving at once can mix up (numba
+(:func:`compile_cfunc`, :func:`compile_njit`), with numba's own
+``cache=True``; :class:`cbrtgrad._cache.KernelLocator`, given to numba through
+its documented locator hook, puts it in the folder of this process's key (the
+CPU, the settings, the versions and the kernels' source), since numba's own
+locators key an entry on the defining file's time and size only, not on the
+modules the kernel calls nor on ``CBRTGRAD_VECTOR_WIDTH``. Each cached
+function is compiled for one signature, with an index of its own (numba
 issue 4807; see :mod:`cbrtgrad._cache`).
 
 NOTE: each loop's SIMD shape (its vector width and interleave) is chosen from
@@ -139,8 +140,7 @@ def is_cached(py_func: Any, tag: str) -> bool:
     >>> is_cached(lambda: None, "float64")
     False
     """
-    cache = _cache.cache_for(py_func, tag)
-    return cache is not None and bool(cache.has_entry())
+    return _cache.has_entry(py_func, tag)
 
 
 def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag: str) -> Any:
@@ -174,17 +174,13 @@ def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag
     >>> loop.address > 0
     True
     """
-    from numba.core import sigutils
-    from numba.core.ccallback import CFunc
+    import numba
 
-    options = {k: v for k, v in cpu_options().items() if k != "cache"}
-    compiled: Any = CFunc(py_func, sigutils.normalize_signature(signature), {}, options)
-    cache = _cache.cache_for(py_func, tag)
-    if cache is not None:
-        compiled._cache = cache
+    marked = _cache.kernel_function(py_func, tag)
+    options = {**cpu_options(), "cache": marked is not None}
     with compiling_for(shape):
-        compiled.compile()
-    record(name, compiled._cache_hits > 0)
+        compiled = numba.cfunc(signature, **options)(marked or py_func)
+    record(name, compiled.cache_hits > 0)
     return compiled
 
 
@@ -231,8 +227,10 @@ def compile_njit(
     """
     import numba
 
-    dispatcher = numba.njit(**{**cpu_options(), **options})(py_func)
-    return compile_dispatcher(dispatcher, signature, shape, name, tag, out_of_line=out_of_line)
+    marked = _cache.kernel_function(py_func, tag)
+    options = {**cpu_options(), **options, "cache": marked is not None}
+    dispatcher = numba.njit(**options)(marked or py_func)
+    return _compile_once(dispatcher, signature, shape, name, out_of_line=out_of_line)
 
 
 def compile_dispatcher(
@@ -257,11 +255,16 @@ def compile_dispatcher(
     args, _ = sigutils.normalize_signature(signature)
     if tuple(args) in dispatcher.overloads:
         return dispatcher  # compiled (and frozen) before: compile() would refuse
-    cache = _cache.cache_for(dispatcher.py_func, tag)
-    if cache is not None:
-        dispatcher._cache = cache
+    if _cache.kernel_function(dispatcher.py_func, tag, copy=False) is not None:
+        dispatcher.enable_caching()
+    return _compile_once(dispatcher, signature, shape, name, out_of_line=out_of_line)
+
+
+def _compile_once(
+    dispatcher: Any, signature: Any, shape: LoopShape, name: str, *, out_of_line: bool
+) -> Any:
     with compiling_for(shape, dispatcher.py_func if out_of_line else None):
         dispatcher.compile(signature)
     dispatcher.disable_compile()
-    record(name, sum(dispatcher._cache_hits.values()) > 0)
+    record(name, sum(dispatcher.stats.cache_hits.values()) > 0)
     return dispatcher

@@ -54,6 +54,7 @@ def _kernel_loop_assembly() -> dict[str, str]:
     """
     import llvmlite.binding as ll
     from numba.core import sigutils
+    from numba.core.caching import FunctionCache
     from numba.core.registry import cpu_target
     from numba.core.typing import signature
 
@@ -66,9 +67,10 @@ def _kernel_loop_assembly() -> dict[str, str]:
     assembly = {}
     for _, _, _, loops in cpu_ufuncs.UFUNCS.values():
         for dtype, loop in loops.items():
-            cache = _cache.cache_for(loop, dtype)
-            if cache is None:
+            marked = _cache.kernel_function(loop, dtype)
+            if marked is None:
                 pytest.skip("reads the kernel cache, which is off here (CBRTGRAD_CACHE=0)")
+            cache = FunctionCache(marked)  # the cache numba's cache=True gives the kernel
             entry = cache._cache_file.load(cache._index_key(signature(result, *args), codegen))
             assert entry is not None, f"{loop.__name__} is not in the kernel cache"
             _, kind, (_, bitcode) = entry[0]  # the library's (name, kind, data)

@@ -23,7 +23,7 @@ import pytest
 
 import cbrtgrad
 from cbrtgrad import _cache, _config
-from cbrtgrad.kernels import cpu
+from cbrtgrad.kernels import cpu, cpu_ufuncs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,6 +90,10 @@ def test_first_float64_call_compiles_only_its_loop_then_loads_it(tmp_path):
     # One folder for this key, holding the one kernel and what it was keyed on.
     (folder,) = [p for p in (tmp_path / "cbrtgrad").iterdir() if p.is_dir()]
     assert sorted(p.suffix for p in folder.iterdir()) == [".json", ".nbc", ".nbi"]
+    # Named as cbrtgrad looks for it (``cbrtgrad info``, ``warm``): numba's scheme.
+    assert list(folder.glob("*.nbi")) == [
+        _cache.index_path(cpu_ufuncs.forward_loop_f64, "float64", folder)
+    ]
     described = json.loads((folder / "key.json").read_text())
     assert {"cpu", "features", "vector_width", "numba", "llvmlite", "source"} <= set(described)
 
@@ -102,6 +106,12 @@ def test_a_cache_written_under_one_setting_is_not_used_under_another(tmp_path):
         # aarch64 generic code runs on this machine too).
         {"NUMBA_CPU_NAME": "generic"},
     ]
+    # numba itself refuses an index written under another key: the entry of
+    # the first folder, copied into the next setting's, is not loaded there.
+    (first,) = [p for p in (tmp_path / "cbrtgrad").iterdir() if p.is_dir()]
+    second = Path(_folder_of(tmp_path, **settings[0]))  # made, with its key.json
+    for entry in first.glob("*.nb?"):
+        shutil.copy(entry, second / entry.name)
     for setting in settings:
         other = _call(tmp_path, "float32", **setting)
         assert other["built"] == {"ufunc cube_root float32": "compiled"}, setting
@@ -112,6 +122,19 @@ def test_a_cache_written_under_one_setting_is_not_used_under_another(tmp_path):
         "ufunc cube_root float32": "loaded"
     }
     assert _call(tmp_path, "float32")["built"] == {"ufunc cube_root float32": "loaded"}
+
+
+def _folder_of(cache: Path, **extra: str) -> str:
+    script = "from cbrtgrad import _cache; print(_cache.directory())"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=_env(cache, **extra),
+        cwd=ROOT,
+        check=True,
+    )
+    return done.stdout.strip()
 
 
 def test_a_change_to_the_kernels_source_is_a_new_key(tmp_path):
@@ -259,7 +282,7 @@ def test_a_folder_that_cannot_be_written_turns_the_cache_off(monkeypatch, tmp_pa
     _config.settings.cache_clear()
     try:
         assert _cache.directory() is None
-        assert _cache.cache_for(_digest, "float64") is None
+        assert _cache.kernel_function(_digest, "float64") is None
         assert not _cache.status(cpu.cached_kernels()).enabled
     finally:
         _config.settings.cache_clear()
@@ -273,7 +296,7 @@ def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match="name must be one of"):
         cpu.parallel_loop("sideways", np.float64)
     with pytest.raises(ValueError, match="tag must be an identifier"):
-        _cache.cache_for(_digest, "float 64")
+        _cache.kernel_function(_digest, "float 64")
 
 
 def test_info_shows_the_cache_and_how_warm_it_is():
@@ -283,3 +306,68 @@ def test_info_shows_the_cache_and_how_warm_it_is():
     (line,) = [line for line in info_lines() if line.startswith("cache")]
     assert str(_cache.root()) in line
     assert "warm" in line and f"of {len(cpu.cached_kernels())} kernels cached" in line
+
+
+def test_numbas_locators_are_the_ones_cbrtgrad_puts_after_its_own():
+    # cbrtgrad's locator goes first in NUMBA_CACHE_LOCATOR_CLASSES, numba's
+    # own follow: if numba adds, drops or reorders its locators, a user's
+    # cache=True function would be cached elsewhere once cbrtgrad is imported.
+    from numba.core import caching
+
+    assert _cache.NUMBA_LOCATORS == tuple(c.__name__ for c in caching.CacheImpl._locator_classes)
+    assert all(hasattr(caching, name) for name in _cache.NUMBA_LOCATORS)
+
+
+def test_a_locator_list_the_user_gave_is_kept_after_cbrtgrads(monkeypatch):
+    from numba.core import config
+
+    ours = "cbrtgrad._cache.KernelLocator"
+    monkeypatch.setattr(config, "CACHE_LOCATOR_CLASSES", "UserWideCacheLocator")
+    assert _cache.kernel_function(_digest, "float64") is not None
+    assert config.CACHE_LOCATOR_CLASSES == f"{ours},UserWideCacheLocator"
+    monkeypatch.setattr(config, "CACHE_LOCATOR_CLASSES", "")
+    assert _cache.kernel_function(_digest, "float64") is not None
+    assert config.CACHE_LOCATOR_CLASSES == ",".join([ours, *_cache.NUMBA_LOCATORS])
+
+
+def test_a_function_others_call_by_name_is_cached_for_one_signature():
+    def rare(x):
+        return x
+
+    assert _cache.kernel_function(rare, "float64", copy=False) is rare
+    assert _cache.kernel_function(rare, "float64", copy=False) is rare
+    with pytest.raises(ValueError, match="cached for float64 already"):
+        _cache.kernel_function(rare, "float32", copy=False)
+
+
+#: A user's own cache=True function, compiled after cbrtgrad cached a kernel.
+_USER_MODULE = """
+import numba
+
+@numba.njit(cache=True)
+def triple(x):
+    return 3 * x
+"""
+
+_USER_CALL = """
+import numpy as np
+import cbrtgrad
+cbrtgrad.cbrt(np.ones(2, np.float32))
+import users_module
+assert users_module.triple(2.0) == 6.0
+"""
+
+
+def test_a_users_cached_function_is_cached_where_numba_puts_it(tmp_path):
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "users_module.py").write_text(_USER_MODULE)
+    cache = tmp_path / "cache"
+    for extra in ({}, {"NUMBA_CACHE_DIR": str(tmp_path / "numba")}):
+        env = _env(cache, **extra)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(user)])
+        subprocess.run([sys.executable, "-c", _USER_CALL], env=env, cwd=user, check=True)
+    # Beside its source without NUMBA_CACHE_DIR, under it with, as numba alone does.
+    assert list((user / "__pycache__").glob("users_module.triple-*.nbi"))
+    assert list((tmp_path / "numba").glob("*/users_module.triple-*.nbi"))
+    assert not list(cache.glob("**/users_module.*"))
