@@ -1,10 +1,11 @@
 """ndarray subclasses in the api's calls, by numpy's rules.
 
-A subclass that overrides ``__array_ufunc__`` (``np.ma.MaskedArray``, the
-engine's ``Tensor.data`` views) decides a call itself, given the cpu
-backend's numpy ufunc (:func:`through_subclass`); any other subclass is
-computed on its plain-ndarray view (:func:`plain`) and the result wrapped
-back by the subclass numpy would pick (:func:`subclass`, :func:`wrap`).
+On the cpu backend numpy's ufunc call does all of it (:mod:`cbrtgrad._host`).
+Off it, a subclass that overrides ``__array_ufunc__`` (``np.ma.MaskedArray``,
+the engine's ``Tensor.data`` views) still decides a call itself, given the
+cpu backend's numpy ufunc; any other subclass is computed on its
+plain-ndarray view (:func:`plain`) and the result wrapped back by the
+subclass numpy would pick (:func:`subclass`, :func:`wrap`).
 """
 
 from __future__ import annotations
@@ -34,27 +35,6 @@ def overrides_ufuncs(value: Any) -> bool:
 
 def plain(value: Any) -> Any:
     return value.view(np.ndarray) if isinstance(value, np.ndarray) else value
-
-
-def through_subclass(kernel: str, args: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
-    """Run ``kernel`` where an argument's subclass overrides ``__array_ufunc__``.
-
-    A subclass that overrides ``__array_ufunc__`` (``np.ma.MaskedArray``,
-    the engine's ``Tensor.data`` views) decides the call itself: it gets the
-    cpu backend's numpy ufunc, as it would get ``np.cbrt``. Any other
-    subclass is computed on its plain-ndarray view and the result wrapped
-    back with its ``__array_wrap__`` (``np.matrix`` stays a matrix); an
-    ``out=`` is returned as given.
-    """
-    from .backends._layout import call_ufunc
-    from .kernels import cpu as cpu_kernels
-
-    ufunc = getattr(cpu_kernels.ufuncs(), kernel)
-    if isinstance(out, tuple):
-        out = out[0] if len(out) == 1 else out
-    if where is True:
-        return ufunc(*args, out=out, dtype=dtype)
-    return call_ufunc(ufunc, *args, out=out, where=where, dtype=dtype)
 
 
 def has_subclass(*values: Any) -> bool:

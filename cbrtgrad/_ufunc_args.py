@@ -239,8 +239,8 @@ def unaliased(inputs: tuple[Any, ...], out: Any) -> tuple[Any, ...]:
     numpy copies nothing where ``out`` starts before an input (``out=a[:-1]``
     for ``a[1:]``), as it assumes each element is read before it is written,
     in order. The ``cpu`` backend's inner loops take that case themselves
-    (kernels/ufunc_loops.py) and skip this function
-    (``ufunc_out``); the other backends need it.
+    (kernels/ufunc_loops.py) and the api hands them to numpy
+    (:mod:`cbrtgrad._host`) without this function; the other backends need it.
     """
     if type(out) is not np.ndarray:
         return inputs

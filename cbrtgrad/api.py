@@ -1,13 +1,17 @@
 """The public element-wise functions: ``cbrt``, ``cbrt_grad``, ``cbrt_and_grad``.
 
-Each call (1) hands over to an argument that overrides cbrtgrad functions
-(``__cbrtgrad_function__``, as graph-engine tensors do), (2) decides, once,
-everything the backends then trust: the compute dtype
-(:func:`cbrtgrad._dtypes.compute_dtype_of`), the casts of host inputs to it,
-``where=`` and ``out=`` (:mod:`cbrtgrad._ufunc_args`), (3) picks a
-backend from the registry and (4) runs its kernel with numpy ufunc semantics
-(broadcasting, ``out=``, ``where=``, 0-d and empty arrays, any strides, Python
-scalars and lists).
+A small plain float array that the automatic choice sends to the ``cpu``
+backend is one call of that backend's numpy ufunc (the hot path at the top
+of each function). Any other call (1) hands over to an argument that
+overrides cbrtgrad functions (``__cbrtgrad_function__``, as graph-engine
+tensors do), (2) writes a half-precision ``out=`` rounded once in it, (3)
+decides the compute dtype (:func:`cbrtgrad._dtypes.compute_dtype_of`) and
+checks ``where=``, (4) picks a backend from the registry and (5) on the
+``cpu`` backend hands the call to numpy's ufunc machinery
+(:func:`cbrtgrad._host.ufunc_call`: ``out=``, broadcasting, casting, overlap,
+subclasses, array_likes); other backends get ``out=`` checked
+(:mod:`cbrtgrad._ufunc_args`), inputs cast and unaliased, and an ndarray
+subclass as its plain view, wrapped back.
 """
 
 from __future__ import annotations
@@ -16,9 +20,21 @@ from typing import Any
 
 import numpy as np
 
-from . import _dtypes, _half, _subclasses
+from . import _dtypes, _subclasses
 from ._array_kinds import is_dask_array, is_device_array
 from ._dtypes import _NATIVE  # NOTE: looked up directly on the hot path (_dtypes.native)
+from ._host import (
+    CPU,
+    FORWARD,
+    GRADIENT,
+    KEPT,
+    half_out,
+    half_target,
+    keep_choice,
+    selected_backend,
+    settings,
+    ufunc_call,
+)
 from ._subclasses import has_subclass
 from ._ufunc_args import (
     check_fused_out,
@@ -29,6 +45,7 @@ from ._ufunc_args import (
     unaliased,
 )
 from .backends import _registry
+from .kernels.cpu_ufuncs import SERIAL_BLOCK
 
 #: The public functions, and the checks the graph engine's ``cbrt`` with
 #: ``out=``/``where=`` makes through the api (defined in ``_ufunc_args``).
@@ -56,77 +73,6 @@ def _fused_aliasing(x: Any, g: Any, out: Any) -> bool:
     return all(type(a) is np.ndarray for a in arrays) and fused_overlap(*arrays)
 
 
-def _half_out(
-    func: Any, args: tuple[Any, ...], out: Any, where: Any, backend: Any, dtype: Any = None
-) -> Any:
-    """``func(*args)`` written into a half-precision ``out``, correctly rounded in its dtype.
-
-    ``out`` is any ndarray of a half dtype (either byte order, a subclass
-    such as a tensor's ``.data``). The kernel's result is rounded to
-    ``out``'s dtype by :mod:`cbrtgrad._half`, never rounded twice: the cube
-    root from the compute dtype's correctly rounded result, the gradient from
-    the float64 kernel's. Only the elements ``where`` selects are computed
-    (no flag from the others) and written.
-    """
-    if func is cbrt:
-        compute = _dtypes.compute_dtype_of(*args, dtype=dtype)
-    else:
-        compute = _dtypes.compute_dtype_of(*args, argument="g, y")
-    # The values the kernel takes, which the exact comparisons must see.
-    arrays = tuple(np.asarray(_subclasses.plain(a), compute) for a in args)
-    plain = type(out) is np.ndarray
-    check_out(_subclasses.plain(out), arrays, compute, where, writes=plain)
-    # The gradient in float64 whatever the operands: correctly rounded over all of half's range.
-    wide_dtype = compute if func is cbrt else np.dtype(np.float64)
-    rounding: Any = _half.cube_root if func is cbrt else _half.gradient
-
-    def rounded(*selected: Any) -> Any:
-        wide = func(*(np.asarray(a, wide_dtype) for a in selected), backend=backend)
-        return rounding(*selected, wide, out.dtype)
-
-    shape = out.shape
-    if where is True:
-        result = rounded(*(np.broadcast_to(a, shape) for a in arrays))
-    else:
-        where = np.broadcast_to(where, shape)
-        result = np.zeros(shape, out.dtype.newbyteorder("="))
-        result[where] = rounded(*(np.broadcast_to(a, shape)[where] for a in arrays))
-    if plain:
-        np.copyto(out, result, where=where)
-    else:
-        # An exact copy through the subclass's own ufunc route, which sees the
-        # write (a tensor's .data opens itself and bumps the tensor's version).
-        np.positive(result, out=out, where=where)
-    return out
-
-
-def _numpy_takes(chosen: Any, out: Any, where: Any) -> bool:
-    """Whether numpy's ufunc machinery takes this ``out=`` for the backend ``chosen``.
-
-    A plain ndarray ``out`` of a call without ``where=``, on a backend whose
-    kernels are numpy ufuncs (``ufunc_out``: the ``cpu`` backend): numpy
-    checks it (its type, a shape the operands broadcast to, a dtype the
-    result casts to, writable) and gives its answer for any overlap with
-    the inputs, so the api does neither; where numpy refuses it,
-    ``check_out`` words the error as for every other backend.
-    """
-    return where is True and type(out) is np.ndarray and getattr(chosen, "ufunc_out", False)
-
-
-def _half_target(out: Any, *args: Any) -> Any:
-    """``out`` when the call writes a half-precision ``out=`` (a tuple of one unwrapped), else None.
-
-    A masked input keeps numpy's masked-array route (its mask decides what is written).
-    """
-    if isinstance(out, tuple) and len(out) == 1:
-        out = out[0]
-    if not isinstance(out, np.ndarray) or not _half.is_half(out.dtype):
-        return None
-    if any(isinstance(a, np.ma.MaskedArray) for a in (*args, out)):
-        return None
-    return out
-
-
 def _as_compute(value: Any, dtype: np.dtype) -> Any:
     # Host inputs as plain ndarrays in the compute dtype: numpy values cast
     # only when they differ (float16, integers, mixed precision); Python
@@ -146,27 +92,29 @@ def _as_compute(value: Any, dtype: np.dtype) -> Any:
 
 
 def _subclass_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``func(*args, **kwargs)`` when an argument or ``out`` is an ndarray subclass.
+    """``func(*args, **kwargs)`` with an ndarray subclass argument or ``out``, off the ufunc route.
 
-    See :func:`cbrtgrad._subclasses.through_subclass`; the result has the subclass numpy would give.
+    A subclass that overrides ``__array_ufunc__`` decides the call itself,
+    given the cpu backend's ufunc (as it would get ``np.cbrt``); any other
+    is computed on its plain-ndarray view on the backend chosen and the
+    result wrapped back as numpy would (:mod:`cbrtgrad._subclasses`).
     """
     out = kwargs.get("out")
     outs = out if isinstance(out, tuple) else (out,)
     arrays = [v for v in (*args, *outs) if isinstance(v, np.ndarray)]
     if any(_subclasses.overrides_ufuncs(v) for v in arrays):
-        backend = kwargs.get("backend")
         if func is cbrt_and_grad:
             y_out, dx_out = (None, None) if out is None else out
-            y = cbrt(args[0], y_out, backend=backend)
-            return y, cbrt_grad(args[1], y, dx_out, backend=backend)
+            y = cbrt(args[0], y_out, backend=kwargs.get("backend"))
+            return y, cbrt_grad(args[1], y, dx_out, backend=kwargs.get("backend"))
         where = kwargs.get("where", True)
         if where is not True:
             where = check_where(where)
         if func is cbrt:
-            dtype = _dtypes.compute_dtype_of(args[0], dtype=kwargs.get("dtype"))
-            return _subclasses.through_subclass("cube_root", args, out, where, dtype)
-        dtype = _dtypes.compute_dtype_of(*args, argument="g, y")
-        return _subclasses.through_subclass("cube_root_grad", args, out, where, dtype)
+            compute = _dtypes.compute_dtype_of(args[0], dtype=kwargs.get("dtype"))
+            return ufunc_call(CPU.ufunc("cube_root", compute), args, out, where, compute)
+        compute = _dtypes.compute_dtype_of(*args, argument="g, y")
+        return ufunc_call(CPU.ufunc("cube_root_grad", compute), args, out, where, compute)
     plain_out = (
         tuple(_subclasses.plain(o) for o in outs)
         if isinstance(out, tuple)
@@ -179,6 +127,10 @@ def _subclass_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     if isinstance(result, tuple):
         return tuple(_subclasses.wrap(sub, r, args, i) for i, r in enumerate(result))
     return _subclasses.wrap(sub, result, args, 0)
+
+
+def _not_plain(out: Any) -> bool:
+    return out is not None and type(out) is not np.ndarray
 
 
 def cbrt(
@@ -229,45 +181,54 @@ def cbrt(
     >>> cbrtgrad.cbrt(np.array([1, 8, 64]))
     array([1., 2., 4.])
     """
-    # NOTE: hot path. A plain ndarray has no override hook (numpy's own type
-    # cannot be given one), nor a subclass to wrap the result. Otherwise
-    # _override is inlined for the one argument (a Tensor calls its hook here).
-    plain = type(x) is np.ndarray
-    if not plain:
+    # NOTE: hot path: a plain float32/float64 array that the automatic choice
+    # sends to the cpu backend is its numpy ufunc's call, out= included
+    # (numpy checks it; a half-precision out is rounded by half_out).
+    if type(x) is np.ndarray and where is True and dtype is None and backend is None:
+        forward = FORWARD.get(x.dtype)
+        if (
+            forward is not None
+            and x.size < KEPT[1]
+            and KEPT[0] is settings()
+            and selected_backend() is None
+        ):
+            if out is None:
+                return forward(x)
+            if type(out) is np.ndarray and out.dtype.itemsize != 2:
+                try:
+                    return forward(x, out)
+                except (TypeError, ValueError):
+                    check_out(out, (x,), x.dtype)  # cbrtgrad's words for what numpy refused
+                    raise
+    if type(x) is not np.ndarray:
         hook = getattr(type(x), "__cbrtgrad_function__", None)
         if hook is not None:
             if out is None and where is True and dtype is None and backend is None:
-                overridden = hook(x, cbrt, (x,), {})
+                overridden = hook(x, cbrt, (x,), {})  # NOTE: hot path: a Tensor's own call
             else:
                 kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
                 overridden = hook(x, cbrt, (x,), kwargs)
             if overridden is not NotImplemented:
                 return overridden
     if out is not None and (type(out) is not np.ndarray or out.dtype.itemsize == 2):
-        half_out = _half_target(out, x)
-        if half_out is not None:
-            return _half_out(cbrt, (x,), half_out, check_where(where), backend, dtype)
-    if (not plain or (out is not None and type(out) is not np.ndarray)) and has_subclass(x, out):
-        kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
-        return _subclass_result(cbrt, (x,), kwargs)
-    # NOTE: hot path: a plain array of a compute dtype computes in it, as it is.
-    compute = _NATIVE.get(x.dtype) if plain and dtype is None else None
-    if compute is None:
-        compute = _dtypes.compute_dtype_of(x, dtype=dtype)
+        target = half_target(out, x)
+        if target is not None:
+            return half_out(cbrt, (x,), target, check_where(where), backend, dtype)
+    keep_choice()
+    sub = (type(x) is not np.ndarray or _not_plain(out)) and has_subclass(x, out)
+    compute = _dtypes.compute_dtype_of(x, dtype=dtype)
+    if not sub:
         x = _as_compute(x, compute)
     if where is not True:
         where = check_where(where)
     chosen = _registry.resolve(backend, x)
-    if out is None:
-        return chosen.cube_root(x, where=where, dtype=compute)
-    if _numpy_takes(chosen, out, where):
-        try:
-            return chosen.cube_root(x, out=out, dtype=compute)
-        except (TypeError, ValueError):
-            check_out(out, (x,), compute)  # cbrtgrad's words for what numpy refused
-            raise
-    out = check_out(out, (x,), compute, where)
-    if not getattr(chosen, "ufunc_out", False):
+    if hasattr(chosen, "ufunc") and not (sub and where is not True):
+        return ufunc_call(chosen.ufunc("cube_root", compute), (x,), out, where, compute)
+    if sub:
+        kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
+        return _subclass_result(cbrt, (x,), kwargs)
+    if out is not None:
+        out = check_out(out, (x,), compute, where)
         (x,) = unaliased((x,), out)
     return chosen.cube_root(x, out=out, where=where, dtype=compute)
 
@@ -308,38 +269,49 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
     >>> cbrtgrad.cbrt_grad(np.array([1.0, 6.0]), np.array([1.0, -2.0]))
     array([0.33333333, 0.5       ])
     """
-    # NOTE: hot path: plain ndarrays have no override hook (as in cbrt).
-    plain = type(g) is np.ndarray and type(y) is np.ndarray
-    if not plain:
+    # NOTE: hot path: as in cbrt, plain arrays of one float dtype on the cpu backend.
+    if type(g) is np.ndarray and type(y) is np.ndarray and where is True and backend is None:
+        gradient = GRADIENT.get(y.dtype)
+        if (
+            gradient is not None
+            and g.dtype is y.dtype
+            and y.size < KEPT[1]
+            and KEPT[0] is settings()
+            and selected_backend() is None
+        ):
+            if out is None:
+                return gradient(g, y)
+            if type(out) is np.ndarray and out.dtype.itemsize != 2:
+                try:
+                    return gradient(g, y, out)
+                except (TypeError, ValueError):
+                    check_out(out, (g, y), y.dtype)  # cbrtgrad's words for what numpy refused
+                    raise
+    if type(g) is not np.ndarray or type(y) is not np.ndarray:
         kwargs = {"out": out, "where": where, "backend": backend}
         overridden = _override(cbrt_grad, (g, y), kwargs)
         if overridden is not _NO_OVERRIDE:
             return overridden
     if out is not None and (type(out) is not np.ndarray or out.dtype.itemsize == 2):
-        half_out = _half_target(out, g, y)
-        if half_out is not None:
-            return _half_out(cbrt_grad, (g, y), half_out, check_where(where), backend)
-    if (not plain or (out is not None and type(out) is not np.ndarray)) and has_subclass(g, y, out):
-        kwargs = {"out": out, "where": where, "backend": backend}
-        return _subclass_result(cbrt_grad, (g, y), kwargs)
-    # NOTE: hot path: plain arrays of one compute dtype compute in it, as they are.
-    compute = _NATIVE.get(y.dtype) if plain and g.dtype is y.dtype else None
-    if compute is None:
-        compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
+        target = half_target(out, g, y)
+        if target is not None:
+            return half_out(cbrt_grad, (g, y), target, check_where(where), backend)
+    keep_choice()
+    plain = type(g) is np.ndarray and type(y) is np.ndarray and not _not_plain(out)
+    sub = not plain and has_subclass(g, y, out)
+    compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
+    if not sub:
         g, y = _as_compute(g, compute), _as_compute(y, compute)
     if where is not True:
         where = check_where(where)
     chosen = _registry.resolve(backend, y, g)
-    if out is None:
-        return chosen.cube_root_grad(g, y, where=where, dtype=compute)
-    if _numpy_takes(chosen, out, where):
-        try:
-            return chosen.cube_root_grad(g, y, out=out, dtype=compute)
-        except (TypeError, ValueError):
-            check_out(out, (g, y), compute)  # cbrtgrad's words for what numpy refused
-            raise
-    out = check_out(out, (g, y), compute, where)
-    if not getattr(chosen, "ufunc_out", False):
+    if hasattr(chosen, "ufunc") and not (sub and where is not True):
+        return ufunc_call(chosen.ufunc("cube_root_grad", compute), (g, y), out, where, compute)
+    if sub:
+        kwargs = {"out": out, "where": where, "backend": backend}
+        return _subclass_result(cbrt_grad, (g, y), kwargs)
+    if out is not None:
+        out = check_out(out, (g, y), compute, where)
         g, y = unaliased((g, y), out)
     return chosen.cube_root_grad(g, y, out=out, where=where, dtype=compute)
 
@@ -373,7 +345,24 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
     >>> y, dx
     (array([ 2., -1.]), array([1., 1.]))
     """
-    plain = type(x) is np.ndarray and type(g) is np.ndarray  # NOTE: hot path, as in cbrt_grad
+    # NOTE: hot path: one block of the cpu backend's fused kernel is its two
+    # ufuncs (kernels/cpu_ufuncs.fused_blocks), on arrays of one shape (a 0-d
+    # pair stays arrays below: a ufunc would return scalars).
+    plain = type(x) is np.ndarray and type(g) is np.ndarray
+    if plain and out is None and backend is None and x.dtype is g.dtype:
+        forward, gradient = FORWARD.get(x.dtype), GRADIENT.get(x.dtype)
+        if (
+            forward is not None
+            and gradient is not None
+            and x.shape == g.shape
+            and x.ndim
+            and x.size <= SERIAL_BLOCK
+            and x.size < KEPT[1]
+            and KEPT[0] is settings()
+            and selected_backend() is None
+        ):
+            y = forward(x)
+            return y, gradient(g, y)
     if not plain:
         overridden = _override(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
         if overridden is not _NO_OVERRIDE:
@@ -381,7 +370,7 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
     if (not plain or out is not None) and has_subclass(x, g, out):
         result = _subclass_result(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
         return result  # type: ignore[no-any-return]
-    # NOTE: hot path: plain arrays of one compute dtype compute in it, as they are.
+    keep_choice()
     compute = _NATIVE.get(x.dtype) if plain and x.dtype is g.dtype else None
     if compute is None:
         compute = _dtypes.compute_dtype_of(x, g, argument="x, g")

@@ -43,3 +43,53 @@ def test_environment_variable(monkeypatch):
 def test_numpy_backend_matches_np_cbrt():
     x = np.linspace(-5, 5, 11)
     np.testing.assert_array_equal(cg.cbrt(x, backend="numpy"), np.cbrt(x))
+
+
+def test_small_calls_follow_use_backend_and_the_environment(monkeypatch):
+    # The api keeps the automatic choice's answer for small plain arrays
+    # (cbrtgrad._host); a use_backend block and a CBRTGRAD_BACKEND read after
+    # that must still decide. The numpy backend is told apart by its bits:
+    # g / (3 y y) rounds three times, np.cbrt in float32 is not correctly rounded.
+    x = np.linspace(0.5, 64.0, 1000, dtype=np.float32)
+    y = np.linspace(1.0, 2.0, 1000)
+    g = np.linspace(-3.0, 5.0, 1000)
+    calls = {
+        "cbrt": lambda: cg.cbrt(x),
+        "cbrt out=": lambda: cg.cbrt(x, out=np.empty_like(x)),
+        "cbrt_grad": lambda: cg.cbrt_grad(g, y),
+        "cbrt_and_grad": lambda: cg.cbrt_and_grad(y, g)[1] - cg.cbrt_grad(g, cg.cbrt(y)),
+    }
+    kept = {name: call() for name, call in calls.items()}  # the cpu backend, kept
+    with backends.use_backend("numpy"):
+        numpy_bits = {name: call() for name, call in calls.items()}
+    for name in ("cbrt", "cbrt_grad"):
+        assert (numpy_bits[name] != kept[name]).any(), name  # the test can tell them apart
+        np.testing.assert_array_equal(
+            numpy_bits[name],
+            cg.cbrt(x, backend="numpy") if name == "cbrt" else cg.cbrt_grad(g, y, backend="numpy"),
+        )
+    np.testing.assert_array_equal(numpy_bits["cbrt out="], numpy_bits["cbrt"])
+    assert (kept["cbrt_and_grad"] == 0).all()
+    monkeypatch.setenv("CBRTGRAD_BACKEND", "numpy")
+    _config.settings.cache_clear()
+    try:
+        for name, call in calls.items():
+            np.testing.assert_array_equal(call(), numpy_bits[name], err_msg=name)
+    finally:
+        monkeypatch.delenv("CBRTGRAD_BACKEND")
+        _config.settings.cache_clear()
+    for name, call in calls.items():
+        np.testing.assert_array_equal(call(), kept[name], err_msg=name)
+
+
+def test_small_cpu_size_is_the_parallel_threshold(monkeypatch):
+    monkeypatch.setenv("CBRTGRAD_PARALLEL_MIN", "5")
+    _config.settings.cache_clear()
+    try:
+        assert backends._registry.small_cpu_size(_config.settings()) == 5
+        assert cg.cbrt(np.full(4, 8.0)).tolist() == [2.0] * 4
+        # From 5 elements on, the parallel backend: the same bits.
+        assert cg.cbrt(np.full(5, 8.0)).tolist() == [2.0] * 5
+    finally:
+        monkeypatch.delenv("CBRTGRAD_PARALLEL_MIN")
+        _config.settings.cache_clear()

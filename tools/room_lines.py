@@ -32,6 +32,7 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_array_kinds.py",
             "_namespaces.py",
             "_subclasses.py",
+            "_host.py",
             "__init__.py",
             "_version.py",
         ),

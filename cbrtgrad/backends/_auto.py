@@ -153,6 +153,28 @@ def plain_array_choice(x: np.ndarray, settings: Any) -> Backend:
     return found
 
 
+def small_cpu_size(settings: Any) -> int:
+    """Below how many elements the rules send a plain float32 or float64 ndarray to ``cpu``.
+
+    Under ``settings`` (``_config.settings()``); 0 when they send neither
+    dtype there (on macOS, where ``accelerate`` loads). The api's hot path
+    compares a call's size with it instead of running the table: the
+    table's answer for a plain ndarray depends only on its dtype and on
+    whether it is large (:func:`plain_array_choice`), so the answer for an
+    empty array is the answer for every small one.
+
+    Examples
+    --------
+    >>> small_cpu_size(_config.settings()) == _config.settings().parallel_min_size
+    True
+    """
+    cpu = get_backend("cpu")
+    for dtype in _ACCELERATE_DTYPES:
+        if plain_array_choice(np.empty(0, dtype), settings) is not cpu:
+            return 0
+    return int(settings.parallel_min_size)
+
+
 #: The table's answer for plain ndarrays, by (dtype, large) ...
 _HOST_CHOICES: dict[tuple[np.dtype, bool], Backend] = {}
 #: ... under these settings.

@@ -53,15 +53,15 @@ class Backend(Protocol):
     (the ``parallel`` backend does).
     It is not part of the protocol: backends without it get numpy's.
 
-    A backend whose ``cube_root`` and ``cube_root_grad`` hand ``out`` to
-    numpy's ufunc machinery may set ``ufunc_out = True`` (the ``cpu``
-    backend): numpy checks it (type, shape, casting, writable) and gives its
-    answer for any overlap with the inputs (it copies what its in-order
-    loops could not take, and the inner loops take the rest,
-    ``kernels/ufunc_loops.py``), so the api neither checks it first nor
-    copies the inputs; where numpy refuses an ``out``, the api's check words
-    the error as for every backend. Every other backend gets an ``out``
-    checked by the api and inputs that do not overlap it
+    A backend whose kernels are numpy ufuncs may have a method
+    ``ufunc(kernel, dtype)`` returning them (the ``cpu`` backend): the api
+    then hands its calls to numpy's ufunc machinery (:mod:`cbrtgrad._host`),
+    which checks ``out`` (type, shape, casting, writable), broadcasts, casts
+    and gives its answer for any overlap with the inputs (it copies what its
+    in-order loops could not take, and the inner loops take the rest,
+    ``kernels/ufunc_loops.py``); where numpy refuses an ``out``, the api's
+    check words the error as for every backend. Every other backend gets an
+    ``out`` checked by the api and inputs that do not overlap it
     (``cbrtgrad._ufunc_args.unaliased``).
 
     Examples

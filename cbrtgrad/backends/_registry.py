@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _config
 from .._array_kinds import is_dask_array
-from ._auto import auto_choice, describe_auto_choice, plain_array_choice
+from ._auto import auto_choice, describe_auto_choice, plain_array_choice, small_cpu_size
 from ._catalog import AUTO, BackendUnavailableError, availability, available, get_backend, known
 from ._protocol import Backend
 from .dask_blocks import DaskBlocks
@@ -39,12 +39,18 @@ __all__ = [
     "known",
     "resolve",
     "selected_name",
+    "selected_backend",
+    "small_cpu_size",
     "use_backend",
 ]
 
 _selected: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "cbrtgrad_backend", default=None
 )
+
+#: The name the innermost :func:`use_backend` block chose here (``None``
+#: outside every block): ``selected_backend()``, read by the api's hot path.
+selected_backend = _selected.get
 
 
 @contextlib.contextmanager

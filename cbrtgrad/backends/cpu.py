@@ -19,20 +19,31 @@ class CpuBackend:
 
     name = "cpu"
 
-    #: ``out=`` goes to numpy's ufunc machinery, which checks it and gives
-    #: numpy's answer for any overlap with the inputs (it copies an input its
-    #: in-order loop could not take, and the inner loops take the overlaps
-    #: numpy leaves them, kernels/ufunc_loops.py): the api neither checks it
-    #: first nor copies (``check_out`` and ``unaliased``, about 0.4 and 0.9
-    #: us a call).
-    ufunc_out = True
-
     def __init__(self) -> None:
         #: ``{dtype: ufunc}`` once a call has compiled or loaded them.
-        #: NOTE: hot path: the engine's small calls look the dtype up here
-        #: instead of calling into the kernel module each time.
-        self._forward: dict[Any, np.ufunc] = {}
-        self._gradient: dict[Any, np.ufunc] = {}
+        #: NOTE: hot path: the api's and the engine's small calls look the
+        #: dtype up here instead of calling into the kernel module each time.
+        self.forward: dict[Any, np.ufunc] = {}
+        self.gradient: dict[Any, np.ufunc] = {}
+
+    def ufunc(self, kernel: str, dtype: np.dtype) -> np.ufunc:
+        """The numpy ufunc of ``kernel`` (``cube_root``, ``cube_root_grad``) for ``dtype``.
+
+        The api hands its host calls on this backend to it: numpy's ufunc
+        machinery does ``out=``, broadcasting, casting, overlap and
+        ``__array_ufunc__`` overrides (the inner loops take the overlaps numpy
+        leaves them, kernels/ufunc_loops.py).
+
+        Examples
+        --------
+        >>> CpuBackend().ufunc("cube_root", np.dtype(np.float64))(np.array([-8.0]))
+        array([-2.])
+        """
+        kept = self.forward if kernel == "cube_root" else self.gradient
+        found = kept.get(dtype)
+        if found is None:
+            found = kept[dtype] = cpu_kernels.ufunc(kernel, dtype)
+        return found
 
     def availability(self) -> Availability:
         return Availability(True, "numba CPU target")
@@ -46,13 +57,12 @@ class CpuBackend:
         if where is True and (dtype is None or dtype is x.dtype or dtype == x.dtype):
             # NOTE: hot path (every engine forward and api call): the ufunc
             # writes any out= itself.
-            forward = self._forward.get(x.dtype)
+            forward = self.forward.get(x.dtype)
             if forward is None:
-                forward = self._forward[x.dtype] = cpu_kernels.ufunc("cube_root", x.dtype)
-            return forward(x) if out is None else forward(x, out=out)
+                forward = self.ufunc("cube_root", x.dtype)
+            return forward(x) if out is None else forward(x, out)
         compute = _dtypes.compute_dtype_of(x, dtype=dtype)
-        forward = cpu_kernels.ufunc("cube_root", compute)
-        return call_ufunc(forward, x, out=out, where=where, dtype=compute)
+        return call_ufunc(self.ufunc("cube_root", compute), x, out=out, where=where, dtype=compute)
 
     def cube_root_grad(
         self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
@@ -61,12 +71,12 @@ class CpuBackend:
             # NOTE: hot path (every engine backward and api call). A broadcast g (the
             # gradient of a sum) reaches the loop with stride 0 and is read
             # from a buffer of its value there.
-            gradient = self._gradient.get(y.dtype)
+            gradient = self.gradient.get(y.dtype)
             if gradient is None:
-                gradient = self._gradient[y.dtype] = cpu_kernels.ufunc("cube_root_grad", y.dtype)
-            return gradient(g, y) if out is None else gradient(g, y, out=out)
+                gradient = self.ufunc("cube_root_grad", y.dtype)
+            return gradient(g, y) if out is None else gradient(g, y, out)
         compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
-        gradient = cpu_kernels.ufunc("cube_root_grad", compute)
+        gradient = self.ufunc("cube_root_grad", compute)
         return call_ufunc(gradient, g, y, out=out, where=where, dtype=compute)
 
     def cube_root_and_grad(
@@ -88,11 +98,12 @@ class CpuBackend:
             # arrays as they are, any strides: the same bits without the
             # layout work below. (A 0-d pair stays arrays, as below: a ufunc
             # would return scalars.)
-            forward, gradient = self._pair(x.dtype)
-            y = forward(x)
-            return y, gradient(g, y)
+            y = self.ufunc("cube_root", x.dtype)(x)
+            return y, self.ufunc("cube_root_grad", x.dtype)(g, y)
         x, g, y, dx, flat = fused_outputs(x, g, out, dtype)
-        ufuncs = cpu_kernels.CpuUfuncs(*self._pair(y.dtype))
+        ufuncs = cpu_kernels.CpuUfuncs(
+            self.ufunc("cube_root", y.dtype), self.ufunc("cube_root_grad", y.dtype)
+        )
         if flat is None:
             # Layouts that cannot be flattened without a copy: two ufunc passes.
             ufuncs.cube_root(x, out=y)
@@ -100,13 +111,3 @@ class CpuBackend:
         else:
             cpu_kernels.fused_blocks(ufuncs, *flat)
         return y, dx
-
-    def _pair(self, dtype: np.dtype) -> tuple[np.ufunc, np.ufunc]:
-        # The forward and gradient ufuncs of one compute dtype, kept once built.
-        forward = self._forward.get(dtype)
-        if forward is None:
-            forward = self._forward[dtype] = cpu_kernels.ufunc("cube_root", dtype)
-        gradient = self._gradient.get(dtype)
-        if gradient is None:
-            gradient = self._gradient[dtype] = cpu_kernels.ufunc("cube_root_grad", dtype)
-        return forward, gradient
