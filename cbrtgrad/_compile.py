@@ -8,7 +8,7 @@ an exact ``fma`` where they need one.
 
 NOTE: each kernel is compiled on first use, for the one dtype a call needs
 (:func:`compile_cfunc`, :func:`compile_njit`), with numba's own
-``cache=True``; :class:`cbrtgrad._cache.KernelLocator`, given to numba through
+``cache=True``; :class:`cbrtgrad._kernel_locator.KernelLocator`, given to numba through
 its documented locator hook, puts it in the folder of this process's key (the
 CPU, the settings, the versions and the kernels' source), since numba's own
 locators key an entry on the defining file's time and size only, not on the
@@ -27,7 +27,7 @@ import threading
 import warnings
 from typing import Any
 
-from . import _cache, _config
+from . import _config, _kernel_locator
 from ._simd_shape import (  # noqa: F401 (the compile policy's names, given here too)
     INTERLEAVE_BY_ISA,
     LoopShape,
@@ -140,7 +140,7 @@ def is_cached(py_func: Any, tag: str) -> bool:
     >>> is_cached(lambda: None, "float64")
     False
     """
-    return _cache.has_entry(py_func, tag)
+    return _kernel_locator.has_entry(py_func, tag)
 
 
 def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag: str) -> Any:
@@ -176,7 +176,7 @@ def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag
     """
     import numba
 
-    marked = _cache.kernel_function(py_func, tag)
+    marked = _kernel_locator.kernel_function(py_func, tag)
     options = {**cpu_options(), "cache": marked is not None}
     with compiling_for(shape):
         compiled = numba.cfunc(signature, **options)(marked or py_func)
@@ -227,7 +227,7 @@ def compile_njit(
     """
     import numba
 
-    marked = _cache.kernel_function(py_func, tag)
+    marked = _kernel_locator.kernel_function(py_func, tag)
     options = {**cpu_options(), **options, "cache": marked is not None}
     dispatcher = numba.njit(**options)(marked or py_func)
     return _compile_once(dispatcher, signature, shape, name, out_of_line=out_of_line)
@@ -255,7 +255,7 @@ def compile_dispatcher(
     args, _ = sigutils.normalize_signature(signature)
     if tuple(args) in dispatcher.overloads:
         return dispatcher  # compiled (and frozen) before: compile() would refuse
-    if _cache.kernel_function(dispatcher.py_func, tag, copy=False) is not None:
+    if _kernel_locator.kernel_function(dispatcher.py_func, tag, copy=False) is not None:
         dispatcher.enable_caching()
     return _compile_once(dispatcher, signature, shape, name, out_of_line=out_of_line)
 

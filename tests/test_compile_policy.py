@@ -46,7 +46,7 @@ def _kernel_loop_assembly() -> dict[str, str]:
     What a process loads and runs, with no compile of its own: the kernels
     are built here (compiled once by whichever test process needs them
     first, loaded by the others). NOTE: numba's cache internals, as
-    cbrtgrad/_cache.py subclasses them: a cache entry holds the library's
+    numba reads them for cache=True: a cache entry holds the library's
     object code and its optimised LLVM module (for linking); that module
     assembled by numba's own target machine gives the object code's
     instructions (``objdump -d`` of it shows the same registers) with no
@@ -58,7 +58,7 @@ def _kernel_loop_assembly() -> dict[str, str]:
     from numba.core.registry import cpu_target
     from numba.core.typing import signature
 
-    from cbrtgrad import _cache
+    from cbrtgrad import _kernel_locator
     from cbrtgrad.kernels import cpu_ufuncs, ufunc_loops
 
     cpu_ufuncs.ufuncs()
@@ -67,7 +67,7 @@ def _kernel_loop_assembly() -> dict[str, str]:
     assembly = {}
     for _, _, _, loops in cpu_ufuncs.UFUNCS.values():
         for dtype, loop in loops.items():
-            marked = _cache.kernel_function(loop, dtype)
+            marked = _kernel_locator.kernel_function(loop, dtype)
             if marked is None:
                 pytest.skip("reads the kernel cache, which is off here (CBRTGRAD_CACHE=0)")
             cache = FunctionCache(marked)  # the cache numba's cache=True gives the kernel

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import cbrtgrad
-from cbrtgrad import _cache, _config
+from cbrtgrad import _cache, _config, _kernel_locator
 from cbrtgrad.kernels import cpu, cpu_ufuncs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +92,7 @@ def test_first_float64_call_compiles_only_its_loop_then_loads_it(tmp_path):
     assert sorted(p.suffix for p in folder.iterdir()) == [".json", ".nbc", ".nbi"]
     # Named as cbrtgrad looks for it (``cbrtgrad info``, ``warm``): numba's scheme.
     assert list(folder.glob("*.nbi")) == [
-        _cache.index_path(cpu_ufuncs.forward_loop_f64, "float64", folder)
+        _kernel_locator.index_path(cpu_ufuncs.forward_loop_f64, "float64", folder)
     ]
     described = json.loads((folder / "key.json").read_text())
     assert {"cpu", "features", "vector_width", "numba", "llvmlite", "source"} <= set(described)
@@ -282,7 +282,7 @@ def test_a_folder_that_cannot_be_written_turns_the_cache_off(monkeypatch, tmp_pa
     _config.settings.cache_clear()
     try:
         assert _cache.directory() is None
-        assert _cache.kernel_function(_digest, "float64") is None
+        assert _kernel_locator.kernel_function(_digest, "float64") is None
         assert not _cache.status(cpu.cached_kernels()).enabled
     finally:
         _config.settings.cache_clear()
@@ -296,7 +296,7 @@ def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match="name must be one of"):
         cpu.parallel_loop("sideways", np.float64)
     with pytest.raises(ValueError, match="tag must be an identifier"):
-        _cache.kernel_function(_digest, "float 64")
+        _kernel_locator.kernel_function(_digest, "float 64")
 
 
 def test_info_shows_the_cache_and_how_warm_it_is():
@@ -314,30 +314,31 @@ def test_numbas_locators_are_the_ones_cbrtgrad_puts_after_its_own():
     # cache=True function would be cached elsewhere once cbrtgrad is imported.
     from numba.core import caching
 
-    assert _cache.NUMBA_LOCATORS == tuple(c.__name__ for c in caching.CacheImpl._locator_classes)
-    assert all(hasattr(caching, name) for name in _cache.NUMBA_LOCATORS)
+    numbas = tuple(c.__name__ for c in caching.CacheImpl._locator_classes)
+    assert _kernel_locator.NUMBA_LOCATORS == numbas
+    assert all(hasattr(caching, name) for name in _kernel_locator.NUMBA_LOCATORS)
 
 
 def test_a_locator_list_the_user_gave_is_kept_after_cbrtgrads(monkeypatch):
     from numba.core import config
 
-    ours = "cbrtgrad._cache.KernelLocator"
+    ours = "cbrtgrad._kernel_locator.KernelLocator"
     monkeypatch.setattr(config, "CACHE_LOCATOR_CLASSES", "UserWideCacheLocator")
-    assert _cache.kernel_function(_digest, "float64") is not None
+    assert _kernel_locator.kernel_function(_digest, "float64") is not None
     assert config.CACHE_LOCATOR_CLASSES == f"{ours},UserWideCacheLocator"
     monkeypatch.setattr(config, "CACHE_LOCATOR_CLASSES", "")
-    assert _cache.kernel_function(_digest, "float64") is not None
-    assert config.CACHE_LOCATOR_CLASSES == ",".join([ours, *_cache.NUMBA_LOCATORS])
+    assert _kernel_locator.kernel_function(_digest, "float64") is not None
+    assert config.CACHE_LOCATOR_CLASSES == ",".join([ours, *_kernel_locator.NUMBA_LOCATORS])
 
 
 def test_a_function_others_call_by_name_is_cached_for_one_signature():
     def rare(x):
         return x
 
-    assert _cache.kernel_function(rare, "float64", copy=False) is rare
-    assert _cache.kernel_function(rare, "float64", copy=False) is rare
+    assert _kernel_locator.kernel_function(rare, "float64", copy=False) is rare
+    assert _kernel_locator.kernel_function(rare, "float64", copy=False) is rare
     with pytest.raises(ValueError, match="cached for float64 already"):
-        _cache.kernel_function(rare, "float32", copy=False)
+        _kernel_locator.kernel_function(rare, "float32", copy=False)
 
 
 #: A user's own cache=True function, compiled after cbrtgrad cached a kernel.

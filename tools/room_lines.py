@@ -53,7 +53,17 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_text.py",
         ),
     ),
-    ("compile and cache", ("_compile.py", "_simd_shape.py", "_cache.py", "_isa.py", "_config.py")),
+    (
+        "compile and cache",
+        (
+            "_compile.py",
+            "_simd_shape.py",
+            "_cache.py",
+            "_kernel_locator.py",
+            "_isa.py",
+            "_config.py",
+        ),
+    ),
 )
 
 
