@@ -200,6 +200,43 @@ def _write_key_file(folder: Path, described: dict[str, str]) -> None:
     os.replace(temporary, path)
 
 
+def check_tag(tag: Any) -> None:
+    """Refuse a tag that cannot name a cache file (an identifier: ``float64``).
+
+    Examples
+    --------
+    >>> check_tag("float 64")
+    Traceback (most recent call last):
+    ...
+    ValueError: tag must be an identifier, got 'float 64'
+    """
+    if not isinstance(tag, str) or not tag.isidentifier():
+        raise ValueError(f"tag must be an identifier, got {tag!r}")
+
+
+def index_path(py_func: Any, tag: str, folder: Path) -> Path:
+    """Where numba keeps the index of ``py_func`` compiled for ``tag`` in ``folder``.
+
+    numba's file name: the module's file name, the qualified name, the
+    locator's disambiguator, the Python version and ABI flags
+    (``CacheImpl.get_filename_base``; tests/test_kernel_cache.py checks it
+    against the file numba writes).
+
+    Examples
+    --------
+    >>> def kernel(x):
+    ...     return x
+    >>> index_path(kernel, "float64", Path("/c")).suffix
+    '.nbi'
+    """
+    check_tag(tag)
+    module = Path(py_func.__code__.co_filename).stem
+    name = f"{module}.{py_func.__qualname__}".replace("<", "").replace(">", "")
+    lineno = py_func.__code__.co_firstlineno
+    version = f"{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
+    return folder / f"{name}-{lineno}-{tag}.py{version}.nbi"
+
+
 @dataclass(frozen=True)
 class CacheStatus:
     """The cache as ``cbrtgrad info`` shows it.
@@ -252,8 +289,6 @@ def status(kernels: dict[str, tuple[Any, str]]) -> CacheStatus:
         return CacheStatus(False, str(where), (), tuple(kernels))
     cached: list[str] = []
     missing: list[str] = []
-    from ._kernel_locator import index_path
-
     for name, (py_func, tag) in kernels.items():
         (cached if index_path(py_func, tag, folder).exists() else missing).append(name)
     return CacheStatus(True, str(folder), tuple(cached), tuple(missing))

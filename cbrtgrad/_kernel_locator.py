@@ -14,12 +14,11 @@ cbrtgrad. :mod:`cbrtgrad._cache` says what the key covers and why.
 from __future__ import annotations
 
 import os
-import sys
 import types
 from pathlib import Path
 from typing import Any
 
-from ._cache import directory
+from ._cache import check_tag, directory, index_path
 
 #: numba's own cache locators, in numba's order (``numba.core.caching``): the
 #: list ``NUMBA_CACHE_LOCATOR_CLASSES`` replaces. cbrtgrad's goes first and
@@ -121,11 +120,6 @@ def _register_locator() -> None:
         setattr(config, "CACHE_LOCATOR_CLASSES", ",".join([ours, *rest]))  # noqa: B010
 
 
-def _check_tag(tag: Any) -> None:
-    if not isinstance(tag, str) or not tag.isidentifier():
-        raise ValueError(f"tag must be an identifier, got {tag!r}")
-
-
 def kernel_function(py_func: Any, tag: str, *, copy: bool = True) -> Any | None:
     """``py_func`` marked for numba's ``cache=True`` to keep in the key folder, or None.
 
@@ -157,7 +151,7 @@ def kernel_function(py_func: Any, tag: str, *, copy: bool = True) -> Any | None:
     >>> marked is None or (marked is not kernel and marked(2.0) == 2.0)
     True
     """
-    _check_tag(tag)
+    check_tag(tag)
     folder = directory()
     if folder is None:
         return None
@@ -182,29 +176,6 @@ def kernel_function(py_func: Any, tag: str, *, copy: bool = True) -> Any | None:
     setattr(marked, _MARK, (folder, tag))
     _register_locator()
     return marked
-
-
-def index_path(py_func: Any, tag: str, folder: Path) -> Path:
-    """Where numba keeps the index of ``py_func`` compiled for ``tag`` in ``folder``.
-
-    numba's file name: the module's file name, the qualified name, the
-    locator's disambiguator, the Python version and ABI flags
-    (``CacheImpl.get_filename_base``; tests/test_kernel_cache.py checks it
-    against the file numba writes).
-
-    Examples
-    --------
-    >>> def kernel(x):
-    ...     return x
-    >>> index_path(kernel, "float64", Path("/c")).suffix
-    '.nbi'
-    """
-    _check_tag(tag)
-    module = Path(py_func.__code__.co_filename).stem
-    name = f"{module}.{py_func.__qualname__}".replace("<", "").replace(">", "")
-    lineno = py_func.__code__.co_firstlineno
-    version = f"{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
-    return folder / f"{name}-{lineno}-{tag}.py{version}.nbi"
 
 
 def has_entry(py_func: Any, tag: str) -> bool:

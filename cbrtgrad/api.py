@@ -45,7 +45,7 @@ from ._ufunc_args import (
     unaliased,
 )
 from .backends import _registry
-from .kernels.cpu_ufuncs import SERIAL_BLOCK
+from .kernels import SERIAL_BLOCK
 
 #: The public functions, and the checks the graph engine's ``cbrt`` with
 #: ``out=``/``where=`` makes through the api (defined in ``_ufunc_args``).

@@ -92,7 +92,7 @@ def test_first_float64_call_compiles_only_its_loop_then_loads_it(tmp_path):
     assert sorted(p.suffix for p in folder.iterdir()) == [".json", ".nbc", ".nbi"]
     # Named as cbrtgrad looks for it (``cbrtgrad info``, ``warm``): numba's scheme.
     assert list(folder.glob("*.nbi")) == [
-        _kernel_locator.index_path(cpu_ufuncs.forward_loop_f64, "float64", folder)
+        _cache.index_path(cpu_ufuncs.forward_loop_f64, "float64", folder)
     ]
     described = json.loads((folder / "key.json").read_text())
     assert {"cpu", "features", "vector_width", "numba", "llvmlite", "source"} <= set(described)

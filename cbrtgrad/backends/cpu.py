@@ -8,10 +8,17 @@ import numpy as np
 
 from .. import _dtypes
 from .._array_kinds import is_device_array
-from ..kernels import cpu as cpu_kernels
-from ..kernels.cpu_ufuncs import SERIAL_BLOCK
+from ..kernels import SERIAL_BLOCK
 from ._layout import call_ufunc, fused_outputs
 from ._protocol import Availability
+
+
+def _kernels() -> Any:
+    # The kernel module on first use: it imports numba, which ``import
+    # cbrtgrad`` never does (the api holds this backend from its import).
+    from ..kernels import cpu
+
+    return cpu
 
 
 class CpuBackend:
@@ -42,7 +49,7 @@ class CpuBackend:
         kept = self.forward if kernel == "cube_root" else self.gradient
         found = kept.get(dtype)
         if found is None:
-            found = kept[dtype] = cpu_kernels.ufunc(kernel, dtype)
+            found = kept[dtype] = _kernels().ufunc(kernel, dtype)
         return found
 
     def availability(self) -> Availability:
@@ -101,7 +108,7 @@ class CpuBackend:
             y = self.ufunc("cube_root", x.dtype)(x)
             return y, self.ufunc("cube_root_grad", x.dtype)(g, y)
         x, g, y, dx, flat = fused_outputs(x, g, out, dtype)
-        ufuncs = cpu_kernels.CpuUfuncs(
+        ufuncs = _kernels().CpuUfuncs(
             self.ufunc("cube_root", y.dtype), self.ufunc("cube_root_grad", y.dtype)
         )
         if flat is None:
@@ -109,5 +116,5 @@ class CpuBackend:
             ufuncs.cube_root(x, out=y)
             ufuncs.cube_root_grad(g, y, out=dx)
         else:
-            cpu_kernels.fused_blocks(ufuncs, *flat)
+            _kernels().fused_blocks(ufuncs, *flat)
         return y, dx

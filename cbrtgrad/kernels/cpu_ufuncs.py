@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import _compile
-from . import lazy
+from . import SERIAL_BLOCK, lazy
 from .blocks import forward_block_f32, forward_block_f64
 from .fpstatus import FENV_MASK, raised_flags
 from .grad_blocks import grad_block, grad_block_flags
@@ -48,11 +48,6 @@ class CpuUfuncs:
 
     cube_root: np.ufunc
     cube_root_grad: np.ufunc
-
-
-#: Elements per block of :func:`fused_blocks` (the y just written must still
-#: be in cache when the grad reads it back).
-SERIAL_BLOCK = 1 << 16
 
 
 def fused_blocks(
