@@ -14,7 +14,8 @@
 // vmap is element-wise (the batch axis stays where it is, or both operands'
 // move to the front). cbrtgrad.mlx wraps each primitive in an
 // mx.custom_function whose vjp and jvp are cbrtgrad's correctly rounded
-// gradient; the primitives' own vjp and jvp are the same rules.
+// gradient; the gradient primitive's own vjp and jvp are the same rules, the
+// forward primitive's are g / (3 y^2) in MLX's ops (it holds no gradient loop).
 //
 // Built once per machine by cbrtgrad/mlx/_build.py (CMake, nanobind, the
 // MLX wheel's headers and libmlx); nothing here is compiled at install time.
@@ -146,7 +147,7 @@ class CubeRootPrimitive : public mx::Primitive {
       const std::vector<mx::array>& primals, const std::vector<mx::array>& tangents,
       const std::vector<int>& argnums) override {
     if (!grad_) {
-      return {cube_root_grad(tangents[0], cube_root(primals[0], loops_), loops_)};
+      return {gradient_by_ops(tangents[0], cube_root(primals[0], loops_))};
     }
     auto out = cube_root_grad(primals[0], primals[1], loops_);
     std::vector<mx::array> parts;
@@ -161,7 +162,7 @@ class CubeRootPrimitive : public mx::Primitive {
       const std::vector<mx::array>& primals, const std::vector<mx::array>& cotangents,
       const std::vector<int>& argnums, const std::vector<mx::array>& outputs) override {
     if (!grad_) {
-      return {cube_root_grad(cotangents[0], outputs[0], loops_)};
+      return {gradient_by_ops(cotangents[0], outputs[0])};
     }
     std::vector<mx::array> result;
     for (int arg : argnums) {
@@ -204,6 +205,17 @@ class CubeRootPrimitive : public mx::Primitive {
   }
 
  private:
+  // The forward primitive holds the forward's loops only, so its own rules
+  // are g / (3 y^2) in MLX's ops: used only where the primitive is
+  // differentiated outside its custom function (MLX's jvp walks the nodes
+  // inside one and drops their results); cbrtgrad.mlx's functions carry
+  // the correctly rounded rules.
+  mx::array gradient_by_ops(const mx::array& g, const mx::array& y) {
+    auto three = mx::array(3.0, y.dtype());
+    return mx::divide(
+        g, mx::multiply(three, mx::multiply(y, y, stream()), stream()), stream());
+  }
+
   // t d/dy (g / (3 y^2)) = t (-2 out / y), out = g / (3 y^2).
   mx::array d_dy(const mx::array& t, const mx::array& out, const mx::array& y) {
     auto minus_two = mx::array(-2.0, y.dtype());
