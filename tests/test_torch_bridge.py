@@ -20,6 +20,7 @@ import configparser
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -212,6 +213,75 @@ def test_strided_cpu_tensors_reach_the_kernels_as_views(dtype):
         assert got.is_contiguous() and torch.equal(got.view(torch.int8), expected.view(torch.int8))
     g = base.t()
     assert torch.equal(ct.cbrt_grad(g, base.t()), ct.cbrt_grad(g.contiguous(), base.t().clone()))
+
+
+def _sees_ops() -> tuple[type, list]:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: list = []
+
+    class Seeing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.namespace == "cbrtgrad":
+                seen.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    return Seeing, seen
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_eager_calls_run_the_kernels_directly_only_where_the_ops_would(dtype, monkeypatch):
+    from cbrtgrad.torch import _ops
+
+    x = torch.linspace(-30, 30, 12, dtype=dtype).reshape(3, 4)
+    g = torch.linspace(1, 2, 4, dtype=dtype)
+
+    def step():
+        t = x.clone().requires_grad_(True)
+        y, dx = ct.cbrt_and_grad(t, g)
+        (ct.cbrt(t) + ct.cbrt_grad(g, y) + dx).sum().backward()
+        return [v.detach().view(torch.int16) for v in (y, dx, ct.cbrt(x), t.grad)]
+
+    calls = []
+    for name in ("cube_root", "cube_root_grad", "cube_root_and_grad"):
+        op = getattr(_ops, name)
+        monkeypatch.setattr(_ops, name, lambda *a, _op=op, _n=name: calls.append(_n) or _op(*a))
+    direct = step()
+    assert calls == []  # plain CPU tensors: no op call, eager
+    assert _ops.reaches_cpu_kernel(x, torch.nn.Parameter(g))
+    monkeypatch.setattr(_ops, "reaches_cpu_kernel", lambda *tensors: False)
+    through_ops = step()
+    assert set(calls) == {"cube_root", "cube_root_grad", "cube_root_and_grad"}
+    assert all(torch.equal(a, b) for a, b in zip(direct, through_ops, strict=True))
+
+
+def test_modes_transforms_and_other_tensors_go_through_the_ops():
+    from cbrtgrad.torch import _ops
+
+    Seeing, seen = _sees_ops()
+    x = torch.tensor([8.0, -27.0], requires_grad=True)
+    with Seeing():
+        ct.cbrt(x).sum().backward()
+        ct.cbrt_and_grad(x.detach(), 1.0)
+    assert seen == ["cube_root.default", "cube_root_grad.default", "cube_root_and_grad.default"]
+    assert not _ops.reaches_cpu_kernel(torch.ones(2, device="meta"))
+    assert not _ops.reaches_cpu_kernel(torch.ones(2), torch.ones(2).as_subclass(_Sub))
+    with torch.autocast("cpu"):
+        assert not _ops.reaches_cpu_kernel(torch.ones(2))
+    inside: list = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.trace is deprecated
+        torch.jit.trace(
+            lambda t: inside.append(_ops.reaches_cpu_kernel(t)) or t * 2,
+            torch.ones(2),
+            check_trace=False,
+        )
+    torch.func.vmap(lambda t: inside.append(_ops.reaches_cpu_kernel(t)) or t)(torch.ones(2))
+    assert inside == [False, False]
+
+
+class _Sub(torch.Tensor):
+    pass
 
 
 def test_zero_size_and_0d_tensors():
