@@ -1,12 +1,17 @@
 """The public functions: ``cbrt``, ``cbrt_grad`` and ``cbrt_and_grad`` on tensors.
 
 Each applies PyTorch's argument rules (:mod:`._arguments`), then calls its
-custom op (:mod:`._ops`) through an ``autograd.Function``, always: a call
-that records no gradient could take the op alone (``Function.apply`` costs
-some 20 µs of Python), but PyTorch has no public test for a forward-mode
-transform (``torch.func.jvp``, ``jacfwd``), under which the op alone would
-get a zero tangent without a word (``torch.library`` has no forward-mode
-registration); the ``Function``'s ``jvp`` gives the right one.
+custom op (:mod:`._ops`) through an ``autograd.Function``, unless no
+autograd would record the call (:func:`_untracked`: grad mode off or no
+input requiring grad, no forward-mode level, no ``torch.func`` transform,
+plain CPU tensors); then it calls the CPU kernel (:mod:`._host`) directly,
+as the backward does for the gradient when it builds no graph.
+``Function.apply`` costs some 14 µs of Python. NOTE: PyTorch has no public
+test for forward mode: under ``torch.func.jvp`` or ``forward_ad`` the op
+alone would get a zero tangent without a word (``torch.library`` has no
+forward-mode registration), so the test reads private state (as
+``Function.apply`` itself does); the ``Function``'s ``jvp`` gives the
+right tangent.
 
 NOTE: why ``autograd.Function`` around the custom ops, when the ops have
 their own ``register_autograd``: ``torch.func.grad``, ``jacrev`` and
@@ -38,6 +43,7 @@ import inspect
 from typing import Any
 
 import torch
+from torch.autograd import forward_ad
 
 from ..engine.cube_root import CubeRootBackward
 from . import _arguments, _derivatives, _host, _ops
@@ -48,7 +54,29 @@ def _pick(eager: Any, traced: Any) -> Any:
     return traced if torch.compiler.is_compiling() else eager
 
 
+def _untracked(*tensors: torch.Tensor) -> bool:
+    """Whether no autograd records a call on ``tensors`` and it would run the CPU kernel.
+
+    No input that reverse mode records (grad mode off, as in a backward
+    without ``create_graph``, or no input requiring grad), no forward-mode
+    level (``forward_ad.dual_level``; NOTE: its private level counter, -1
+    outside every level: without it, every call takes the Function), and
+    nothing but the kernel on the dispatcher's way (no ``torch.func``
+    transform, which :func:`._ops.reaches_cpu_kernel` also rules out). Such a
+    call needs no Function (``Function.apply`` alone is some 14 µs).
+    """
+    if torch.compiler.is_compiling():  # first: dynamo folds it, and traces none of the rest
+        return False
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return False
+    if getattr(forward_ad, "_current_level", 0) >= 0:
+        return False
+    return _ops.reaches_cpu_kernel(*tensors)
+
+
 def _grad(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if g.dtype is y.dtype and _untracked(g, y):
+        return _host.cube_root_grad(g, y, _shape(g, y))
     return _pick(CubeRootGrad, TracedCubeRootGrad).apply(g, y)  # type: ignore[no-any-return]
 
 
@@ -243,6 +271,8 @@ def cbrt(x: torch.Tensor) -> torch.Tensor:
     """
     x = _arguments.one(x, "x", "cbrtgrad.torch.cbrt")
     x = _arguments.autocast(x, CubeRootBackward.schema)
+    if _untracked(x):
+        return _host.cube_root(x)
     return _pick(CubeRoot, TracedCubeRoot).apply(x)  # type: ignore[no-any-return]
 
 
@@ -315,4 +345,6 @@ def cbrt_and_grad(x: Any, g: Any) -> tuple[torch.Tensor, torch.Tensor]:
     x = _arguments.one(x, "x", "cbrtgrad.torch.cbrt_and_grad")
     x = _arguments.autocast(x, _ops.FUSED)
     x, g = _arguments.two(x, g, ("x", "g"), "cbrtgrad.torch.cbrt_and_grad")
+    if _untracked(x, g):
+        return _host.cube_root_and_grad(x, g, _shape(x, g))
     return _pick(CubeRootAndGrad, TracedCubeRootAndGrad).apply(x, g)  # type: ignore[no-any-return]
