@@ -37,7 +37,8 @@ def host_array(t: torch.Tensor) -> np.ndarray:
     >>> t
     tensor([4., 2.], dtype=torch.bfloat16)
     """
-    t = t.detach()
+    if t.requires_grad:  # Tensor.numpy() refuses it (a tensor that needs none is not detached)
+        t = t.detach()
     if t.dtype is not torch.bfloat16:
         return t.numpy()
     bfloat16 = _half.bfloat16()

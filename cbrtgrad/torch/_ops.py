@@ -131,13 +131,13 @@ def cube_root_grad(g: Tensor, y: Tensor) -> Tensor:
     >>> torch.ops.cbrtgrad.cube_root_grad(torch.tensor(12.0), torch.tensor([2.0, -2.0]))
     tensor([1., 1.])
     """
-    shape = _arguments.op_shape(g, y, ("g", "y"), CUBE_ROOT_GRAD)
+    shape = _arguments.kernel_shape(g, y, ("g", "y"), CUBE_ROOT_GRAD)
     return _host.cube_root_grad(g, y, shape)
 
 
 @cube_root_grad.register_kernel("cuda")
 def _cube_root_grad_cuda(g: Tensor, y: Tensor) -> Tensor:
-    shape = _arguments.op_shape(g, y, ("g", "y"), CUBE_ROOT_GRAD)
+    shape = _arguments.kernel_shape(g, y, ("g", "y"), CUBE_ROOT_GRAD)
     return _cuda.cube_root_grad(g, y, shape)
 
 
@@ -158,13 +158,13 @@ def cube_root_and_grad(x: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
     >>> torch.ops.cbrtgrad.cube_root_and_grad(torch.tensor([8.0]), torch.tensor([12.0]))
     (tensor([2.]), tensor([1.]))
     """
-    shape = _arguments.op_shape(x, g, ("x", "g"), CUBE_ROOT_AND_GRAD)
+    shape = _arguments.kernel_shape(x, g, ("x", "g"), CUBE_ROOT_AND_GRAD)
     return _host.cube_root_and_grad(x, g, shape)
 
 
 @cube_root_and_grad.register_kernel("cuda")
 def _cube_root_and_grad_cuda(x: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
-    shape = _arguments.op_shape(x, g, ("x", "g"), CUBE_ROOT_AND_GRAD)
+    shape = _arguments.kernel_shape(x, g, ("x", "g"), CUBE_ROOT_AND_GRAD)
     return _cuda.cube_root_and_grad(x, g, shape)
 
 
