@@ -8,7 +8,9 @@ same number of threads:
   through ``cbrtgrad.torch.cbrt`` and through PyTorch's
   ``torch.sign(x) * x.abs().pow(1/3)`` (PyTorch has no cube root);
 * one call on a one-element float32 tensor: ``cbrtgrad.torch.cbrt`` and
-  ``torch.exp`` (an element-wise op of PyTorch's own, for the call's overhead);
+  ``torch.exp`` (an element-wise op of PyTorch's own, for the call's overhead),
+  on a tensor that needs no gradient (the bridge calls the kernel without
+  its ``autograd.Function``) and on one that requires grad (through it);
 * the first pair's bridge step under ``torch.compile`` and eager, with
   inductor (the default backend, whose generated code includes the sum) and
   with aot_eager (the same traced graphs run by PyTorch's own kernels: what
@@ -81,7 +83,7 @@ def torch_rows(
     --------
     >>> rows = torch_rows(repeat=1, compile_backends=())  # no compiled row: quick
     >>> [sorted(r) == ['anchor', 'anchor_s', 'case', 'cbrtgrad_s', 'ratio'] for r in rows]
-    [True, True]
+    [True, True, True]
     """
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"cbrtgrad: repeat must be an int >= 1, got {repeat!r}")
@@ -92,6 +94,7 @@ def torch_rows(
     big = np.random.default_rng(0).standard_normal(LARGE).astype(np.float32)
     x = torch.from_numpy(big).requires_grad_(True)
     one = torch.ones(1)
+    tracked = torch.ones(1, requires_grad=True)
 
     def bridge(t: Any) -> Any:
         return ct.cbrt(t).sum()
@@ -101,11 +104,20 @@ def torch_rows(
 
     with _threads_as_numba() as threads:
         step = f"cbrt(x).sum().backward(), 1e6 float32, {threads} threads"
-        eager_s, anchor_s = best_times([_step(x, bridge), _step(x, expression)], repeat)
+        # NOTE: the one-element calls first: measured just after the 10^6
+        # steps they read 160 to 220 us instead of 10 in 4 of 7 runs (AMD
+        # Zen 4, 2 busy cores), probably the OpenMP threads of numba and of
+        # PyTorch (two runtimes) still spinning; not seen in 2 runs with
+        # OMP_WAIT_POLICY=PASSIVE.
         one_s, exp_s = best_times([lambda: ct.cbrt(one), lambda: torch.exp(one)], repeat)
+        grad_s, exp_grad_s = best_times(
+            [lambda: ct.cbrt(tracked), lambda: torch.exp(tracked)], repeat
+        )
+        eager_s, anchor_s = best_times([_step(x, bridge), _step(x, expression)], repeat)
         cases = [
             (f"{step}, cbrtgrad.torch", eager_s, "torch.sign(x)*x.abs().pow(1/3)", anchor_s),
             ("cbrtgrad.torch.cbrt(x), 1 element float32", one_s, "torch.exp(x)", exp_s),
+            ("the same, x requiring grad", grad_s, "torch.exp(x)", exp_grad_s),
         ]
         for backend in compile_backends:
             compiled = torch.compile(bridge, fullgraph=True, backend=backend)
