@@ -104,11 +104,13 @@ def torch_rows(
 
     with _threads_as_numba() as threads:
         step = f"cbrt(x).sum().backward(), 1e6 float32, {threads} threads"
-        # NOTE: the one-element calls first: measured just after the 10^6
-        # steps they read 160 to 220 us instead of 10 in 4 of 7 runs (AMD
-        # Zen 4, 2 busy cores), probably the OpenMP threads of numba and of
-        # PyTorch (two runtimes) still spinning; not seen in 2 runs with
-        # OMP_WAIT_POLICY=PASSIVE.
+        # NOTE: one call of each first (and of each compiled step): the first
+        # call loads the kernels (about 0.5 s; compiling, some 20 s), and
+        # best_times' autorange, whose first round is its warm-up, would then
+        # time single calls, each just after 10 ms of the other function:
+        # 160 to 200 us instead of 10 for the one-element cbrt (AMD Zen 4).
+        for warm_up in (lambda: ct.cbrt(one), lambda: ct.cbrt(tracked), _step(x, bridge)):
+            warm_up()
         one_s, exp_s = best_times([lambda: ct.cbrt(one), lambda: torch.exp(one)], repeat)
         grad_s, exp_grad_s = best_times(
             [lambda: ct.cbrt(tracked), lambda: torch.exp(tracked)], repeat
@@ -121,6 +123,7 @@ def torch_rows(
         ]
         for backend in compile_backends:
             compiled = torch.compile(bridge, fullgraph=True, backend=backend)
+            _step(x, compiled)()
             compiled_s, again_s = best_times([_step(x, compiled), _step(x, bridge)], repeat)
             cases.append((f"{step}, torch.compile ({backend})", compiled_s, "eager", again_s))
     return [
