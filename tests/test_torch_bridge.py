@@ -280,6 +280,20 @@ def test_modes_transforms_and_other_tensors_go_through_the_ops():
     assert inside == [False, False]
 
 
+def test_a_direct_kernel_call_errs_as_the_op_does(monkeypatch):
+    from cbrtgrad.torch import _functions, _ops
+
+    g, y = torch.ones(2), torch.ones(2, dtype=F64)  # the public functions promote; these do not
+    messages = []
+    for reaches in (_ops.reaches_cpu_kernel, lambda *tensors: False):
+        monkeypatch.setattr(_ops, "reaches_cpu_kernel", reaches)
+        for call in (_functions._grad, _functions.CubeRootGrad.apply):
+            with pytest.raises(TypeError, match="cube_root_grad: g has dtype torch.float32") as e:
+                call(g, y)
+            messages.append(str(e.value))
+    assert len(set(messages)) == 1
+
+
 class _Sub(torch.Tensor):
     pass
 

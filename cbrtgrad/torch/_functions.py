@@ -75,17 +75,18 @@ def _untracked(*tensors: torch.Tensor) -> bool:
 
 
 def _grad(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    if g.dtype is y.dtype and _untracked(g, y):
-        return _host.cube_root_grad(g, y, _shape(g, y))
+    if _untracked(g, y):
+        return _host.cube_root_grad(g, y, _grad_shape(g, y))
     return _pick(CubeRootGrad, TracedCubeRootGrad).apply(g, y)  # type: ignore[no-any-return]
 
 
-def _shape(a: torch.Tensor, b: torch.Tensor) -> torch.Size:
-    # The ops' output shape, checked by the public functions already (the
-    # gradient of an output has its shape: the common case, no broadcasting).
-    if a.shape == b.shape:
-        return a.shape
-    return _arguments.broadcast_shape(a, b, ("a", "b"), "cbrtgrad.torch")
+def _grad_shape(g: torch.Tensor, y: torch.Tensor) -> torch.Size:
+    # What the op's kernel checks, with its words: a direct call errs as the op would.
+    return _arguments.kernel_shape(g, y, ("g", "y"), _ops.CUBE_ROOT_GRAD)
+
+
+def _fused_shape(x: torch.Tensor, g: torch.Tensor) -> torch.Size:
+    return _arguments.kernel_shape(x, g, ("x", "g"), _ops.CUBE_ROOT_AND_GRAD)
 
 
 class TracedCubeRoot(torch.autograd.Function):
@@ -152,8 +153,8 @@ class CubeRootGrad(TracedCubeRootGrad):
 
     @staticmethod
     def forward(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        if g.dtype is y.dtype and _ops.reaches_cpu_kernel(g, y):
-            return _host.cube_root_grad(g, y, _shape(g, y))
+        if _ops.reaches_cpu_kernel(g, y):
+            return _host.cube_root_grad(g, y, _grad_shape(g, y))
         return _ops.cube_root_grad(g, y)  # type: ignore[no-any-return]
 
     @staticmethod
@@ -195,8 +196,8 @@ class CubeRootAndGrad(TracedCubeRootAndGrad):
 
     @staticmethod
     def forward(x: torch.Tensor, g: torch.Tensor) -> Any:  # type: ignore[override]
-        if x.dtype is g.dtype and _ops.reaches_cpu_kernel(x, g):
-            return _host.cube_root_and_grad(x, g, _shape(x, g))
+        if _ops.reaches_cpu_kernel(x, g):
+            return _host.cube_root_and_grad(x, g, _fused_shape(x, g))
         return _ops.cube_root_and_grad(x, g)
 
     @staticmethod
@@ -346,5 +347,5 @@ def cbrt_and_grad(x: Any, g: Any) -> tuple[torch.Tensor, torch.Tensor]:
     x = _arguments.autocast(x, _ops.FUSED)
     x, g = _arguments.two(x, g, ("x", "g"), "cbrtgrad.torch.cbrt_and_grad")
     if _untracked(x, g):
-        return _host.cube_root_and_grad(x, g, _shape(x, g))
+        return _host.cube_root_and_grad(x, g, _fused_shape(x, g))
     return _pick(CubeRootAndGrad, TracedCubeRootAndGrad).apply(x, g)  # type: ignore[no-any-return]
