@@ -55,7 +55,7 @@ class Backend(Protocol):
 
     A backend whose kernels are numpy ufuncs may have a method
     ``ufunc(kernel, dtype)`` returning them (the ``cpu`` backend): the api
-    then hands its calls to numpy's ufunc machinery (:mod:`cbrtgrad._host`),
+    then hands its calls to numpy's ufunc machinery (``cbrtgrad._host``),
     which checks ``out`` (type, shape, casting, writable), broadcasts, casts
     and gives its answer for any overlap with the inputs (it copies what its
     in-order loops could not take, and the inner loops take the rest,
