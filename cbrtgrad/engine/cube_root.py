@@ -192,14 +192,14 @@ class CubeRootBackward(Node):
             return (_record_grad(g, yt, self.backend),)
         # The fast kernel, from the saved output; the cube root is never re-run.
         dt = y.dtype
-        if g.dtype != dt or dt not in _NATIVE or type(y) is StandardArray:
-            return (_gradient(self.backend, g, y),)
-        if self.backend is _CPU:
+        if self.backend is _CPU and g.dtype is dt and type(y) is np.ndarray:
             kernel = _GRADIENT.get(dt)
             if kernel is not None:
                 # NOTE: hot path: what the cpu backend's cube_root_grad calls for
-                # one native dtype and no out= or where=: its kept ufunc.
+                # one native dtype (the kept ones) and no out= or where=: its ufunc.
                 return (kernel(g, y),)
+        if g.dtype != dt or dt not in _NATIVE or type(y) is StandardArray:
+            return (_gradient(self.backend, g, y),)
         return (self.backend.cube_root_grad(g, y),)
 
 
@@ -273,7 +273,7 @@ def cbrt(
     if type(x) is not Tensor:
         x = Tensor(x)
     data = x._data
-    if type(data) is np.ndarray and out is None and where is True and dtype is None:
+    if backend is None and type(data) is np.ndarray and out is None and where is True:
         # NOTE: hot path: a small float32/float64 array that the automatic
         # choice sends to the cpu backend is its kept ufunc's call and the
         # node (the api's own test, _host.keep_choice); no autocast, which
@@ -281,7 +281,7 @@ def cbrt(
         forward = _FORWARD.get(data.dtype)
         if (
             forward is not None
-            and backend is None
+            and dtype is None
             and data.size < _KEPT[1]
             and _KEPT[0] is _settings()
             and _selected_backend() is None

@@ -40,6 +40,19 @@ _MATERIALISE_MAX = 4096
 _REDUCE_TO_ARRAY = np.lib.NumpyVersion(np.__version__) >= "2.3.0"
 
 
+def _one_element_sum(a: np.ndarray) -> np.ndarray | None:
+    """The 0-d sum of a one-element float32/float64 ``a``, as numpy's reduction gives it; else None.
+
+    NOTE: numpy's reduction of one element adds it to the identity 0.0 (so
+    -0.0 gives 0.0 and a signalling nan is quieted): that one add gives the
+    same bits in a third of the time (hot path: a one-element loss).
+    """
+    zero = _ZEROS.get(a.dtype)
+    if zero is None:
+        return None
+    return np.add(a, zero).reshape(())
+
+
 class SumBackward(Node):
     """``a.sum(axis, keepdims)``; the gradient is broadcast back.
 
@@ -62,13 +75,9 @@ class SumBackward(Node):
         if type(a) is not np.ndarray and is_dask_array(a):
             return a.sum(axis=axis, keepdims=keepdims)  # dask has no ufunc.reduce
         if axis is None and a.size == 1:
-            zero = _ZEROS.get(a.dtype)
-            if zero is not None:
-                # NOTE: hot path: numpy's reduction of one float32/float64 element
-                # adds it to the identity 0.0 (so -0.0 gives 0.0 and a signalling
-                # nan is quieted): that one add, same bits, is a third of its cost.
-                total = np.add(a, zero)
-                return total if keepdims else total.reshape(())
+            total = _one_element_sum(a)
+            if total is not None:
+                return total.reshape(a.shape) if keepdims else total
         # A backend may bring its own sum (the parallel one: large float32
         # sums on all threads, in float64); the others are numpy's. NOTE:
         # ``sum`` names no backend, so large arrays ask the registry (which
@@ -217,9 +226,11 @@ def _sum_method(
         if type(data) is np.ndarray:
             # NOTE: hot path: ``.sum()`` of an ndarray is apply's unary case
             # without its keywords (sum's PROMOTE policy: autocast does nothing).
-            total = SumBackward.forward(None, data, axis=None, keepdims=False)
-            if type(total) is not np.ndarray:
-                total = np.asarray(total)  # a numpy scalar (numpy < 2.3, a backend's sum)
+            total = _one_element_sum(data) if data.size == 1 else None
+            if total is None:
+                total = SumBackward.forward(None, data, axis=None, keepdims=False)
+                if type(total) is not np.ndarray:
+                    total = np.asarray(total)  # a numpy scalar (numpy < 2.3, a backend's sum)
             if a._requires_grad and _grad_enabled():
                 return record_node(SumBackward, (a,), total, None, _ALL_AXES)
             return Tensor._make(total, None)
