@@ -83,12 +83,10 @@ class CubeRootBackward(Node):
     (array([1.]),)
     """
 
-    __slots__ = ("backend",)
+    __slots__ = ()
     schema = OpSchema(
         name="cube_root", amp_policy=AmpPolicy.FORCE_FP32, saves=Saves.OUTPUT, ufunc=np.cbrt
     )
-
-    backend: Any
 
     @property
     def result(self) -> Any:
@@ -174,11 +172,6 @@ class CubeRootBackward(Node):
         """
         return self.vjp(g)[0]
 
-    def save(
-        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
-    ) -> None:
-        self.backend = backend
-
     def vjp(self, g: Any) -> tuple[Any, ...]:
         y = self.saved[0]
         if type(g) is Tensor:
@@ -221,10 +214,9 @@ class CubeRootGradBackward(Node):
     (Tensor([1.], grad_fn=<CubeRootGradBackward>), 'CubeRootGradBackward')
     """
 
-    __slots__ = ("backend", "shapes")
+    __slots__ = ("shapes",)
     schema = OpSchema(name="cube_root_grad", arity=2, saves=Saves.INPUTS)
 
-    backend: Any
     shapes: tuple[tuple[int, ...], ...]
 
     @staticmethod
@@ -237,7 +229,6 @@ class CubeRootGradBackward(Node):
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
     ) -> None:
-        self.backend = backend
         self.shapes = tuple(np.shape(t) for t in inputs)
 
     def vjp(self, gz: Any) -> tuple[Any, ...]:

@@ -98,19 +98,39 @@ def run_backward(
     if inputs is not None:
         stop = {t.grad_fn for t in inputs if t.grad_fn is not None}
         beyond = len(stop) + any(t.grad_fn is None for t in inputs)
-    grads: dict[Node, Any] = {}
+    if len(roots) == 1 == len(seeds) and roots[0].grad_fn is not None:
+        return propagate(roots[0].grad_fn, seeds[0], retain_graph, stop, beyond)
+    if len(roots) != len(seeds):
+        raise ValueError(f"cbrtgrad: {len(roots)} roots need as many seeds, got {len(seeds)}")
     leaves: dict[Any, Any] = {}
-    # A max-heap by sequence_nr (heapq's min-heap on the negated numbers; they
-    # are unique, so the nodes themselves are never compared). ``grads`` holds
-    # exactly the nodes on the heap.
+    grads: dict[Node, Any] = {}
     heap: list[tuple[int, Node]] = []
-    # The next node when known without the heap (then ``g`` is its gradient).
-    node: Node | None = roots[0].grad_fn if len(roots) == 1 == len(seeds) else None
-    g: Any = seeds[0] if node is not None else None
-    if node is None:
-        if len(roots) != len(seeds):
-            raise ValueError(f"cbrtgrad: {len(roots)} roots need as many seeds, got {len(seeds)}")
-        _send(tuple([edge_of(root) for root in roots]), seeds, leaves, grads, heap)
+    _send(tuple([edge_of(root) for root in roots]), seeds, leaves, grads, heap)
+    return propagate(None, None, retain_graph, stop, beyond, (leaves, grads, heap))
+
+
+def propagate(
+    node: Node | None,
+    g: Any,
+    retain_graph: bool,
+    stop: Any = _NO_STOP,
+    beyond: int = 0,
+    sent: tuple[dict[Any, Any], dict[Node, Any], list[tuple[int, Node]]] | None = None,
+) -> dict[Any, Any]:
+    """:func:`run_backward`'s walk, from ``node`` with gradient ``g`` (``Tensor.backward``'s start).
+
+    ``sent`` is ``(leaves, grads, heap)`` as :func:`run_backward` filled them
+    from several roots (``node`` is then None); ``stop`` and ``beyond`` are
+    its ``inputs``' nodes and how many to reach.
+    """
+    # ``grads`` holds exactly the nodes on the heap: a max-heap by sequence_nr
+    # (heapq's min-heap on the negated numbers; they are unique, so the nodes
+    # themselves are never compared). ``node``, when not None, is the next
+    # one, known without the heap (``g`` its gradient).
+    leaves: dict[Any, Any]
+    grads: dict[Node, Any]
+    heap: list[tuple[int, Node]]
+    leaves, grads, heap = ({}, {}, []) if sent is None else sent
     anomaly = _anomaly_enabled()
     while node is not None or heap:
         # NOTE: hot path: one pass per node, everything it needs read once.
@@ -258,8 +278,10 @@ def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_grap
     retain = create_graph if retain_graph is None else retain_graph
     if create_graph:
         leaves = _walk(root, seed, retain, create_graph, None)
+    elif root.grad_fn is not None:
+        leaves = propagate(root.grad_fn, seed, retain)  # NOTE: hot path: _walk's plain case
     else:
-        leaves = run_backward([root], [seed], retain)  # NOTE: hot path: _walk's plain case
+        leaves = run_backward([root], [seed], retain)
     # ``leaf.grad = leaf.grad + g`` is a read-modify-write: backward calls from
     # several threads into one leaf would lose updates without the lock.
     # NOTE: hot path: the lock's bound methods, not ``with`` (docs/engine.md).

@@ -115,6 +115,7 @@ def record_node(
         node.next_functions = tuple([edge_of(t) for t in inputs])
     node.sequence_nr = next_sequence_nr()
     node.released = False
+    node.backend = backend
     # NOTE: hot path: Tensor._make, inlined.
     out: Tensor = _new(Tensor)
     out._data = data
@@ -133,7 +134,8 @@ def record_node(
     else:
         node.saved = ()
         node._checks = ()
-    node.save(inputs, out, backend, params)
+    if cls.keeps_more:  # NOTE: hot path: no call for an op with nothing more to keep
+        node.save(inputs, out, backend, params)
     return out
 
 
