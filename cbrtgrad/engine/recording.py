@@ -19,13 +19,11 @@ from . import grad_mode
 from .array_api import StandardArray, is_standard_array
 from .node import Node, next_sequence_nr
 from .op_table import routes
-from .schema import AmpPolicy, OpSchema, Saves
+from .schema import AmpPolicy, OpSchema
 from .tensor import Tensor
 from .versions import Version, counter_of, version_check
 
 _F32 = np.dtype(np.float32)
-_OUTPUT = Saves.OUTPUT
-_INPUTS = Saves.INPUTS
 
 _grad_enabled = grad_mode.grad_enabled
 _new = object.__new__
@@ -123,12 +121,12 @@ def record_node(
     out.grad = None
     out.grad_fn = node
     version = out._version = Version()
-    saves = cls.schema.saves  # what to save is schema data, read here only
-    if saves is _OUTPUT:
+    # What to save is schema data (read as Node.__init_subclass__ kept it).
+    if cls.saves_output:
         node.saved = (data,)
         # NOTE: hot path: version_check's ndarray case inlined (a new tensor is at version 0).
         node._checks = ((version, 0),) if type(data) is np.ndarray else (version_check(out),)
-    elif saves is _INPUTS:
+    elif cls.saves_input:
         node.saved = inputs
         node._checks = _input_checks(inputs)
     else:
