@@ -106,9 +106,8 @@ def record_node(
     """
     node = _new(cls)
     if len(inputs) == 1:
-        t = inputs[0]  # a Tensor that requires grad: the edge is its node or itself
-        fn = t.grad_fn
-        node.next_functions = (t if fn is None else fn,)
+        fn = inputs[0].grad_fn  # a Tensor that requires grad: the edge is its node or itself
+        node.next_functions = inputs if fn is None else (fn,)  # a leaf: the tuple is the edges
     else:
         node.next_functions = tuple([edge_of(t) for t in inputs])
     node.sequence_nr = next_sequence_nr()
