@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes, _half, api
+from .. import _dtypes, _half, _host, api
 from .._array_kinds import is_dask_array
 from ..backends import _registry
 from . import grad_mode
@@ -23,7 +23,7 @@ from .array_api import StandardArray, check_one_side, kernel_input, raw
 from .node import Node
 from .op_table import routes
 from .ops import _operand
-from .recording import apply, cast
+from .recording import apply, cast, record_node
 from .schema import AmpPolicy, OpSchema, Saves
 from .shape_ops import reduce_to
 from .tensor import Tensor
@@ -32,6 +32,14 @@ from .versions import alias
 _NATIVE = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 _F32 = np.dtype(np.float32)
 _grad_enabled = grad_mode.grad_enabled
+# NOTE: hot path: what cbrt's small calls read, as the api's read them (_host).
+_FORWARD = _host.FORWARD
+_GRADIENT = _host.GRADIENT
+_KEPT = _host.KEPT
+_CPU = _host.CPU
+_settings = _host.settings
+_selected_backend = _host.selected_backend
+_NO_PARAMS: dict[str, Any] = {}
 
 
 def _gradient(backend: Any, g: Any, y: Any) -> Any:
@@ -75,12 +83,10 @@ class CubeRootBackward(Node):
     (array([1.]),)
     """
 
-    __slots__ = ("backend",)
+    __slots__ = ()
     schema = OpSchema(
         name="cube_root", amp_policy=AmpPolicy.FORCE_FP32, saves=Saves.OUTPUT, ufunc=np.cbrt
     )
-
-    backend: Any
 
     @property
     def result(self) -> Any:
@@ -166,11 +172,6 @@ class CubeRootBackward(Node):
         """
         return self.vjp(g)[0]
 
-    def save(
-        self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
-    ) -> None:
-        self.backend = backend
-
     def vjp(self, g: Any) -> tuple[Any, ...]:
         y = self.saved[0]
         if type(g) is Tensor:
@@ -184,8 +185,13 @@ class CubeRootBackward(Node):
             return (_record_grad(g, yt, self.backend),)
         # The fast kernel, from the saved output; the cube root is never re-run.
         dt = y.dtype
+        if self.backend is _CPU and g.dtype is dt and type(y) is np.ndarray:
+            kernel = _GRADIENT.get(dt)
+            if kernel is not None:
+                # NOTE: hot path: what the cpu backend's cube_root_grad calls for
+                # one native dtype (the kept ones) and no out= or where=: its ufunc.
+                return (kernel(g, y),)
         if g.dtype != dt or dt not in _NATIVE or type(y) is StandardArray:
-            # NOTE: hot path: one native dtype on the host, no call.
             return (_gradient(self.backend, g, y),)
         return (self.backend.cube_root_grad(g, y),)
 
@@ -208,10 +214,9 @@ class CubeRootGradBackward(Node):
     (Tensor([1.], grad_fn=<CubeRootGradBackward>), 'CubeRootGradBackward')
     """
 
-    __slots__ = ("backend", "shapes")
+    __slots__ = ("shapes",)
     schema = OpSchema(name="cube_root_grad", arity=2, saves=Saves.INPUTS)
 
-    backend: Any
     shapes: tuple[tuple[int, ...], ...]
 
     @staticmethod
@@ -224,7 +229,6 @@ class CubeRootGradBackward(Node):
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]
     ) -> None:
-        self.backend = backend
         self.shapes = tuple(np.shape(t) for t in inputs)
 
     def vjp(self, gz: Any) -> tuple[Any, ...]:
@@ -259,11 +263,29 @@ def cbrt(
     """
     if type(x) is not Tensor:
         x = Tensor(x)
+    data = x._data
+    if backend is None and type(data) is np.ndarray and out is None and where is True:
+        # NOTE: hot path: a small float32/float64 array that the automatic
+        # choice sends to the cpu backend is its kept ufunc's call and the
+        # node (the api's own test, _host.keep_choice); no autocast, which
+        # casts only half precision.
+        forward = _FORWARD.get(data.dtype)
+        if (
+            forward is not None
+            and dtype is None
+            and data.size < _KEPT[1]
+            and _KEPT[0] is _settings()
+            and _selected_backend() is None
+        ):
+            if x._requires_grad and _grad_enabled():
+                return record_node(CubeRootBackward, (x,), forward(data), _CPU, _NO_PARAMS)
+            return Tensor._make(forward(data), None)
+    _host.keep_choice()  # the choice above, kept for the settings of this call
     if dtype is not None:
         requested = _dtypes.requested_dtype(dtype)
         if requested != x.dtype:
             x = cast(x, requested)
-    data = x._data  # NOTE: hot path: a numpy array, no call
+    data = x._data
     chosen = _registry.resolve(
         backend, data if type(data) is not StandardArray else kernel_input(data)
     )

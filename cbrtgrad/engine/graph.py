@@ -30,6 +30,7 @@ from .tensor import Tensor
 _ACCUMULATE_LOCK = threading.Lock()
 _acquire = _ACCUMULATE_LOCK.acquire
 _release = _ACCUMULATE_LOCK.release
+_anomaly_enabled = grad_mode.anomaly_enabled
 
 
 def _all_finite(value: Any) -> bool:
@@ -97,20 +98,40 @@ def run_backward(
     if inputs is not None:
         stop = {t.grad_fn for t in inputs if t.grad_fn is not None}
         beyond = len(stop) + any(t.grad_fn is None for t in inputs)
-    grads: dict[Node, Any] = {}
+    if len(roots) == 1 == len(seeds) and roots[0].grad_fn is not None:
+        return propagate(roots[0].grad_fn, seeds[0], retain_graph, stop, beyond)
+    if len(roots) != len(seeds):
+        raise ValueError(f"cbrtgrad: {len(roots)} roots need as many seeds, got {len(seeds)}")
     leaves: dict[Any, Any] = {}
-    # A max-heap by sequence_nr (heapq's min-heap on the negated numbers; they
-    # are unique, so the nodes themselves are never compared). ``grads`` holds
-    # exactly the nodes on the heap.
+    grads: dict[Node, Any] = {}
     heap: list[tuple[int, Node]] = []
-    # The next node when known without the heap (then ``g`` is its gradient).
-    node: Node | None = roots[0].grad_fn if len(roots) == 1 == len(seeds) else None
-    g: Any = seeds[0] if node is not None else None
-    if node is None:
-        if len(roots) != len(seeds):
-            raise ValueError(f"cbrtgrad: {len(roots)} roots need as many seeds, got {len(seeds)}")
-        _send(tuple([edge_of(root) for root in roots]), seeds, leaves, grads, heap)
-    anomaly = grad_mode.anomaly_enabled()
+    _send(tuple([edge_of(root) for root in roots]), seeds, leaves, grads, heap)
+    return propagate(None, None, retain_graph, stop, beyond, (leaves, grads, heap))
+
+
+def propagate(
+    node: Node | None,
+    g: Any,
+    retain_graph: bool,
+    stop: Any = _NO_STOP,
+    beyond: int = 0,
+    sent: tuple[dict[Any, Any], dict[Node, Any], list[tuple[int, Node]]] | None = None,
+) -> dict[Any, Any]:
+    """:func:`run_backward`'s walk, from ``node`` with gradient ``g`` (``Tensor.backward``'s start).
+
+    ``sent`` is ``(leaves, grads, heap)`` as :func:`run_backward` filled them
+    from several roots (``node`` is then None); ``stop`` and ``beyond`` are
+    its ``inputs``' nodes and how many to reach.
+    """
+    # ``grads`` holds exactly the nodes on the heap: a max-heap by sequence_nr
+    # (heapq's min-heap on the negated numbers; they are unique, so the nodes
+    # themselves are never compared). ``node``, when not None, is the next
+    # one, known without the heap (``g`` its gradient).
+    leaves: dict[Any, Any]
+    grads: dict[Node, Any]
+    heap: list[tuple[int, Node]]
+    leaves, grads, heap = ({}, {}, []) if sent is None else sent
+    anomaly = _anomaly_enabled()
     while node is not None or heap:
         # NOTE: hot path: one pass per node, everything it needs read once.
         if node is None:
@@ -136,14 +157,22 @@ def run_backward(
         if anomaly:
             _check_anomaly(node, g, out)
         if not retain_graph:
-            node.release()  # this walk will not come back to it
+            # This walk will not come back to it: Node.release, inlined (hot path).
+            node.saved = ()
+            node._checks = ()
+            node.released = True
         edges = node.next_functions
-        if len(edges) == 1 and not heap and type(edges[0]) is not Tensor:
+        if len(edges) == 1 and not heap:
             # NOTE: hot path: a chain. With the heap empty no other node holds a
-            # gradient, so a lone input's node is the next one, without heap or dict.
+            # gradient, so a lone input's node is the next one, without heap or
+            # dict, and a lone leaf the last.
             node = edges[0]
             g = out[0]
             if g is None:
+                node = None
+            elif type(node) is Tensor:  # a leaf (see recording.edge_of: exactly Tensor)
+                prev = leaves.get(node)
+                leaves[node] = g if prev is None else prev + g
                 node = None
             continue
         node = None
@@ -239,14 +268,41 @@ def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_grap
             "cbrtgrad: backward() on a tensor that does not require grad (no input of its "
             "graph has requires_grad=True, or it was made under no_grad)"
         )
-    seed = _seed(root, gradient, create_graph)
+    data = root._data
+    if gradient is None and not create_graph and type(data) is np.ndarray and data.size == 1:
+        seed = np.array(1, data.dtype)  # NOTE: hot path: _seed's plain one-element case
+        if data.ndim:
+            seed = seed.reshape(data.shape)
+    else:
+        seed = _seed(root, gradient, create_graph)
     retain = create_graph if retain_graph is None else retain_graph
-    leaves = _walk(root, seed, retain, create_graph, None)
+    if create_graph:
+        leaves = _walk(root, seed, retain, create_graph, None)
+    elif root.grad_fn is not None:
+        leaves = propagate(root.grad_fn, seed, retain)  # NOTE: hot path: _walk's plain case
+    else:
+        leaves = run_backward([root], [seed], retain)
     # ``leaf.grad = leaf.grad + g`` is a read-modify-write: backward calls from
     # several threads into one leaf would lose updates without the lock.
     # NOTE: hot path: the lock's bound methods, not ``with`` (docs/engine.md).
     _acquire()
     try:
+        if len(leaves) == 1 and gradient is None:
+            # NOTE: hot path: one leaf, no .grad yet, and a gradient the walk
+            # made itself, of the leaf's shape and dtype and aliasing nothing
+            # (what _as_grad keeps as it is): stored without a call.
+            for leaf, g in leaves.items():
+                data = leaf._data
+                if (
+                    leaf.grad is None
+                    and type(g) is np.ndarray
+                    and g.base is None
+                    and g.shape == data.shape
+                    and g.dtype == data.dtype
+                    and g.flags.writeable
+                ):
+                    leaf.grad = g
+                    return
         assigned: set[int] = set()
         for leaf, g in leaves.items():
             g = _as_grad(g, leaf, raw(g) is not raw(gradient) and id(g) not in assigned)

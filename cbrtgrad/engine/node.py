@@ -39,9 +39,12 @@ class Node:
         engine does) without counting dependencies first.
     saved : tuple
         What ``schema.saves`` says: the inputs, the output's data, or nothing.
+    backend : Backend or None
+        The backend the forward ran on (``None`` for an op that names none:
+        numpy's own arithmetic); the gradient kernels run on it too.
     """
 
-    __slots__ = ("next_functions", "sequence_nr", "saved", "_checks", "released")
+    __slots__ = ("next_functions", "sequence_nr", "saved", "_checks", "released", "backend")
 
     schema: ClassVar[OpSchema]
     forward: ClassVar[Callable[..., Any]]
@@ -49,12 +52,15 @@ class Node:
     #: ``schema.saves`` when the op is defined (the schema is the one source).
     saves_input: ClassVar[bool]
     saves_output: ClassVar[bool]
+    #: Whether the class has a ``save`` of its own (recording calls it only then).
+    keeps_more: ClassVar[bool] = False
 
     next_functions: tuple[Any, ...]
     sequence_nr: int
     saved: tuple[Any, ...]
     _checks: tuple[tuple[Any, int], ...]
     released: bool
+    backend: Any
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # The schema's arity is the forward's: checked once, when the op is defined.
@@ -68,6 +74,7 @@ class Node:
             )
         cls.saves_input = cls.schema.saves is Saves.INPUTS
         cls.saves_output = cls.schema.saves is Saves.OUTPUT
+        cls.keeps_more = cls.save is not Node.save
 
     def save(
         self, inputs: tuple[Any, ...], output: Tensor, backend: Any, params: dict[str, Any]

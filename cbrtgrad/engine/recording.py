@@ -19,15 +19,14 @@ from . import grad_mode
 from .array_api import StandardArray, is_standard_array
 from .node import Node, next_sequence_nr
 from .op_table import routes
-from .schema import AmpPolicy, OpSchema, Saves
+from .schema import AmpPolicy, OpSchema
 from .tensor import Tensor
-from .versions import counter_of, version_check
+from .versions import Version, counter_of, version_check
 
 _F32 = np.dtype(np.float32)
-_OUTPUT = Saves.OUTPUT
-_INPUTS = Saves.INPUTS
 
 _grad_enabled = grad_mode.grad_enabled
+_new = object.__new__
 _autocast_enabled = grad_mode.autocast_enabled
 
 
@@ -92,27 +91,48 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
             data = StandardArray(data)
     if not record or not _grad_enabled():
         return Tensor._make(data, None)
-    node = cls.__new__(cls)
-    if unary:
-        fn = inputs[0].grad_fn  # the unary case above: a Tensor that requires grad
-        node.next_functions = (inputs[0] if fn is None else fn,)
+    return record_node(cls, inputs, data, backend, params)
+
+
+def record_node(
+    cls: type[Node], inputs: tuple[Any, ...], data: Any, backend: Any, params: dict[str, Any]
+) -> Tensor:
+    """The output Tensor of op ``cls`` with its node: edges, what the schema saves, checks.
+
+    ``data`` is the op's forward on ``inputs`` (an ndarray, dask array or
+    StandardArray), and a gradient is recorded: an input requires grad and
+    grad mode is on. :func:`apply` ends here; an op's own hot path that ran
+    its forward itself (``cbrt`` on a small array) calls it directly.
+    """
+    node = _new(cls)
+    if len(inputs) == 1:
+        fn = inputs[0].grad_fn  # a Tensor that requires grad: the edge is its node or itself
+        node.next_functions = inputs if fn is None else (fn,)  # a leaf: the tuple is the edges
     else:
         node.next_functions = tuple([edge_of(t) for t in inputs])
     node.sequence_nr = next_sequence_nr()
     node.released = False
-    out = Tensor._make(data, node)
-    saves = cls.schema.saves  # what to save is schema data, read here only
-    if saves is _OUTPUT:
+    node.backend = backend
+    # NOTE: hot path: Tensor._make, inlined.
+    out: Tensor = _new(Tensor)
+    out._data = data
+    out._requires_grad = True
+    out.grad = None
+    out.grad_fn = node
+    version = out._version = Version()
+    # What to save is schema data (read as Node.__init_subclass__ kept it).
+    if cls.saves_output:
         node.saved = (data,)
         # NOTE: hot path: version_check's ndarray case inlined (a new tensor is at version 0).
-        node._checks = ((out._version, 0),) if type(data) is np.ndarray else (version_check(out),)
-    elif saves is _INPUTS:
+        node._checks = ((version, 0),) if type(data) is np.ndarray else (version_check(out),)
+    elif cls.saves_input:
         node.saved = inputs
         node._checks = _input_checks(inputs)
     else:
         node.saved = ()
         node._checks = ()
-    node.save(inputs, out, backend, params)
+    if cls.keeps_more:  # NOTE: hot path: no call for an op with nothing more to keep
+        node.save(inputs, out, backend, params)
     return out
 
 

@@ -20,13 +20,17 @@ from .._array_kinds import is_dask_array
 from ..backends import _registry
 from ..backends._protocol import SUM_MIN_SIZE
 from .array_api import StandardArray
+from .grad_mode import grad_enabled as _grad_enabled
 from .node import Node
 from .op_table import routes
-from .recording import apply, cast
+from .recording import apply, cast, record_node
 from .schema import OpSchema
 from .tensor import Tensor
 
 _F32 = np.dtype(np.float32)
+#: The params of ``.sum()`` (what its node's ``save`` reads).
+_ALL_AXES: dict[str, Any] = {"axis": None, "keepdims": False}
+_ZEROS = {np.dtype(t): np.zeros((), t) for t in (np.float32, np.float64)}
 
 #: Broadcast gradients up to this many elements are materialised (see expand).
 _MATERIALISE_MAX = 4096
@@ -34,6 +38,19 @@ _MATERIALISE_MAX = 4096
 #: numpy 2.3 added ``out=...``: a reduction then returns a 0-d array instead of
 #: a scalar that ``apply`` would wrap again (its cost: docs/engine.md, "Performance").
 _REDUCE_TO_ARRAY = np.lib.NumpyVersion(np.__version__) >= "2.3.0"
+
+
+def _one_element_sum(a: np.ndarray) -> np.ndarray | None:
+    """The 0-d sum of a one-element float32/float64 ``a``, as numpy's reduction gives it; else None.
+
+    NOTE: numpy's reduction of one element adds it to the identity 0.0 (so
+    -0.0 gives 0.0 and a signalling nan is quieted): that one add gives the
+    same bits in a third of the time (hot path: a one-element loss).
+    """
+    zero = _ZEROS.get(a.dtype)
+    if zero is None:
+        return None
+    return np.add(a, zero).reshape(())
 
 
 class SumBackward(Node):
@@ -57,6 +74,10 @@ class SumBackward(Node):
             return a.sum(axis, keepdims=keepdims)  # float16 accumulates in float32 there too
         if type(a) is not np.ndarray and is_dask_array(a):
             return a.sum(axis=axis, keepdims=keepdims)  # dask has no ufunc.reduce
+        if axis is None and a.size == 1:
+            total = _one_element_sum(a)
+            if total is not None:
+                return total.reshape(a.shape) if keepdims else total
         # A backend may bring its own sum (the parallel one: large float32
         # sums on all threads, in float64); the others are numpy's. NOTE:
         # ``sum`` names no backend, so large arrays ask the registry (which
@@ -88,7 +109,12 @@ class SumBackward(Node):
             self.kept_shape = tuple(1 if i in axis else n for i, n in enumerate(shape))
 
     def vjp(self, g: Any) -> tuple[Any, ...]:
-        return (expand(reshape_grad(g, self.kept_shape), self.in_shape, self.chunks),)
+        kept = self.kept_shape
+        if kept == self.in_shape and type(g) is np.ndarray and self.chunks is None:
+            # NOTE: hot path (a one-element input): no axis longer than 1 was
+            # summed, so the gradient is g in the input's shape: no array made.
+            return (g if g.shape == kept else g.reshape(kept),)
+        return (expand(reshape_grad(g, kept), self.in_shape, self.chunks),)
 
 
 class MeanBackward(SumBackward):
@@ -195,6 +221,20 @@ def _sum_method(
     a: Tensor, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
 ) -> Tensor:
     """``Tensor.sum``."""
+    if axis is None and dtype is None and out is None and keepdims is False:
+        data = a._data
+        if type(data) is np.ndarray:
+            # NOTE: hot path: ``.sum()`` of an ndarray is apply's unary case
+            # without its keywords (sum's PROMOTE policy: autocast does nothing).
+            total = _one_element_sum(data) if data.size == 1 else None
+            if total is None:
+                total = SumBackward.forward(None, data, axis=None, keepdims=False)
+                if type(total) is not np.ndarray:
+                    total = np.asarray(total)  # a numpy scalar (numpy < 2.3, a backend's sum)
+            if a._requires_grad and _grad_enabled():
+                return record_node(SumBackward, (a,), total, None, _ALL_AXES)
+            return Tensor._make(total, None)
+        return apply(SumBackward, (a,), axis=None, keepdims=False)
     return reduce(SumBackward, a, axis, dtype, out, keepdims)
 
 

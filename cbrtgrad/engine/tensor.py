@@ -22,6 +22,7 @@ _UFUNC = UFUNC_OPS
 
 
 _new = object.__new__
+_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 def adopt(value: Any, name: str) -> tuple[Any, Version | None]:
@@ -110,11 +111,21 @@ class Tensor(Operators, Methods):
     __array_priority__ = 1000
 
     def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
-        self._data, version = adopt(data, "data")
         self.grad = None
         self.grad_fn = None
-        self._version = Version() if version is None else version
         self._requires_grad = False
+        if type(data) is np.ndarray and data.base is None and data.dtype in _FLOATS:
+            # NOTE: hot path: a float32/float64 ndarray that owns its memory is
+            # no other tensor's (adopt's other cases) and of a dtype that can
+            # require grad (the setter's checks).
+            self._data = data
+            self._version = Version()
+            if requires_grad is True or requires_grad is False:
+                self._requires_grad = requires_grad
+                return
+        else:
+            self._data, version = adopt(data, "data")
+            self._version = Version() if version is None else version
         self.requires_grad = requires_grad
 
     @staticmethod
