@@ -192,6 +192,8 @@ def test_page_examples_run(page):
         pytest.skip("MLX is not installed (pip install 'cbrtgrad[mlx]')")
     if page.stem == "pytorch" and not HAS_TORCH:
         pytest.skip("the PyTorch page's examples need PyTorch (the torch extra)")
+    if page.stem == "frameworks" and not (HAS_TORCH and HAS_JAX and HAS_MLX):
+        pytest.skip("the frameworks page runs PyTorch, JAX and MLX (the torch, jax and mlx extras)")
     result = doctest.testfile(
         str(page),
         module_relative=False,
@@ -201,7 +203,8 @@ def test_page_examples_run(page):
         report=True,
     )
     assert result.failed == 0
-    if page.stem in ("quickstart", "mathematics", "engine", "jax", "pytorch", "mlx", "README"):
+    runnable = ("quickstart", "mathematics", "engine", "frameworks", "jax", "pytorch", "mlx")
+    if page.stem in (*runnable, "README"):
         assert result.attempted >= 2, f"{page.name} lost its runnable examples"
 
 
