@@ -162,13 +162,20 @@ def _ratio_rows(args: argparse.Namespace, key: str, rows: list[dict[str, Any]]) 
     return 0
 
 
+def _missing(module: str, command: str, name: str) -> bool:
+    """Whether `module` is absent; if so, say on stderr which extra `command` needs."""
+    if importlib.util.find_spec(module) is not None:
+        return False
+    print(
+        f"measure.py {command} needs {name}: python -m pip install 'cbrtgrad[{module}]'",
+        file=sys.stderr,
+    )
+    return True
+
+
 def cmd_torch(args: argparse.Namespace) -> int:
     """The PyTorch bridge against PyTorch's own ops, as ratios."""
-    if importlib.util.find_spec("torch") is None:
-        print(
-            "measure.py torch needs PyTorch: python -m pip install 'cbrtgrad[torch]'",
-            file=sys.stderr,
-        )
+    if _missing("torch", "torch", "PyTorch"):
         return 2
     from tools.measuring import pytorch
 
@@ -188,8 +195,7 @@ def cmd_jax(args: argparse.Namespace) -> int:
 
 def cmd_mlx(args: argparse.Namespace) -> int:
     """The MLX bridge against MLX's own ops and cbrtgrad's api, as ratios."""
-    if importlib.util.find_spec("mlx") is None:
-        print("measure.py mlx needs MLX: python -m pip install 'cbrtgrad[mlx]'", file=sys.stderr)
+    if _missing("mlx", "mlx", "MLX"):
         return 2
     from tools.measuring import mlx_rows
 
@@ -203,11 +209,7 @@ def cmd_mlx(args: argparse.Namespace) -> int:
 
 def cmd_mlx_threads(args: argparse.Namespace) -> int:
     """The MLX bridge on one thread and numba's threads, per call, beside spinning processes."""
-    if importlib.util.find_spec("mlx") is None:
-        print(
-            "measure.py mlx-threads needs MLX: python -m pip install 'cbrtgrad[mlx]'",
-            file=sys.stderr,
-        )
+    if _missing("mlx", "mlx-threads", "MLX"):
         return 2
     from tools.measuring import mlx_threads
 
