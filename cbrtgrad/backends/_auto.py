@@ -165,7 +165,7 @@ def small_cpu_size(settings: Any) -> int:
 
     Examples
     --------
-    >>> small_cpu_size(_config.settings()) == _config.settings().parallel_min_size
+    >>> small_cpu_size(_config.settings()) in (0, _config.settings().parallel_min_size)  # 0: macOS
     True
     """
     cpu = get_backend("cpu")
