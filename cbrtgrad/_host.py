@@ -22,7 +22,7 @@ import numpy as np
 from . import _config, _dtypes, _half, _subclasses
 from ._ufunc_args import check_out
 from .backends import _registry
-from .backends._layout import call_ufunc
+from .backends._layout import call_ufunc, into_other_dtype
 
 # NOTE: hot path: what the api's small calls read, bound once: the cpu
 # backend's ufuncs by dtype (filled as calls build them), the settings object
@@ -70,6 +70,8 @@ def ufunc_call(ufunc: np.ufunc, args: tuple[Any, ...], out: Any, where: Any, com
         if where is not True:
             return call_ufunc(ufunc, *args, out=out, where=where, dtype=compute)
     try:
+        if type(out) is np.ndarray and out.dtype != compute:
+            return into_other_dtype(ufunc, args, out, compute)
         for a in args:
             if getattr(a, "dtype", None) is not compute:
                 return ufunc(*args, out=out, dtype=compute)

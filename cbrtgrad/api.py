@@ -194,7 +194,7 @@ def cbrt(
         ):
             if out is None:
                 return forward(x)
-            if type(out) is np.ndarray and out.dtype.itemsize != 2:
+            if type(out) is np.ndarray and out.dtype is x.dtype:
                 try:
                     return forward(x, out)
                 except (TypeError, ValueError):
@@ -281,7 +281,7 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
         ):
             if out is None:
                 return gradient(g, y)
-            if type(out) is np.ndarray and out.dtype.itemsize != 2:
+            if type(out) is np.ndarray and out.dtype is y.dtype:
                 try:
                     return gradient(g, y, out)
                 except (TypeError, ValueError):

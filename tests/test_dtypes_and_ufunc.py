@@ -340,3 +340,23 @@ def test_compute_dtype_of_is_the_one_decision_of_a_call():
         compute_dtype_of(np.ones(2), np.ones(2, complex), argument="g, y")
     with pytest.raises(TypeError, match="dtype must be float16, float32 or float64"):
         compute_dtype_of(np.ones(2), dtype=np.int32)
+
+
+@pytest.mark.parametrize("backend", [None, "cpu"])
+@pytest.mark.parametrize(("compute", "other"), [(np.float64, np.float32), (np.float32, np.float64)])
+def test_an_out_of_another_dtype_is_written_without_reading_it(backend, compute, other):
+    # numpy casts the old content of such an out into its buffer for a
+    # numba-built ufunc: a signalling nan left there (uninitialised memory)
+    # raised "invalid value encountered in cast" and left out unwritten.
+    signalling = {np.float32: (np.uint32, 0x7F800001), np.float64: (np.uint64, 0x7FF0000000000001)}
+    bits, pattern = signalling[other]
+    x, g = np.full(5, 27.0, compute), np.full(5, 3.0, compute)
+    y = cg.cbrt(x)
+    for call, expected in (
+        (lambda out: cg.cbrt(x, out=out, backend=backend), 3.0),
+        (lambda out: cg.cbrt_grad(g, y, out=out, backend=backend), 1 / 9),
+    ):
+        out = np.full(5, pattern, bits).view(other)
+        with np.errstate(all="raise"):
+            assert call(out) is out
+        np.testing.assert_allclose(out, expected, rtol=1e-7)

@@ -47,6 +47,30 @@ def fused_outputs(
     return x, g, y, dx, None
 
 
+def into_other_dtype(
+    ufunc: np.ufunc, args: tuple[Any, ...], out: np.ndarray, compute: np.dtype
+) -> np.ndarray:
+    """``ufunc(*args, out=out)`` for an ``out`` not of the loop's dtype ``compute``: computed, cast.
+
+    NOTE: for a numba-built ufunc (not for numpy's own, nor scipy's), numpy
+    copies the old content of an ``out`` it must cast into its buffer before
+    the loop, casting it too: uninitialised memory that holds a signalling
+    nan raised a spurious "invalid value encountered in cast" (an error
+    under ``np.errstate(invalid="raise")``, which left ``out`` unwritten).
+    Computing into an array of the loop's dtype, then one ``same_kind``
+    copy, never reads ``out``; the ufunc checks the shapes as it would.
+
+    Examples
+    --------
+    >>> out = np.full(2, np.nan, np.float32)
+    >>> into_other_dtype(np.negative, (np.array([1.0, -2.0]),), out, np.dtype(np.float64))
+    array([-1.,  2.], dtype=float32)
+    """
+    computed = ufunc(*args, out=np.empty(out.shape, compute))
+    np.copyto(out, computed, casting="same_kind")
+    return out
+
+
 def call_ufunc(
     ufunc: np.ufunc, *args: Any, out: Any = None, where: Any = True, dtype: Any = None
 ) -> Any:

@@ -9,7 +9,7 @@ import numpy as np
 from .. import _dtypes
 from .._array_kinds import is_device_array
 from ..kernels import SERIAL_BLOCK
-from ._layout import call_ufunc, fused_outputs
+from ._layout import call_ufunc, fused_outputs, into_other_dtype
 from ._protocol import Availability
 
 
@@ -67,7 +67,11 @@ class CpuBackend:
             forward = self.forward.get(x.dtype)
             if forward is None:
                 forward = self.ufunc("cube_root", x.dtype)
-            return forward(x) if out is None else forward(x, out)
+            if out is None:
+                return forward(x)
+            if out.dtype != x.dtype:  # NOTE: never a cast of out's old content (_layout)
+                return into_other_dtype(forward, (x,), out, x.dtype)
+            return forward(x, out)
         compute = _dtypes.compute_dtype_of(x, dtype=dtype)
         return call_ufunc(self.ufunc("cube_root", compute), x, out=out, where=where, dtype=compute)
 
@@ -81,7 +85,11 @@ class CpuBackend:
             gradient = self.gradient.get(y.dtype)
             if gradient is None:
                 gradient = self.ufunc("cube_root_grad", y.dtype)
-            return gradient(g, y) if out is None else gradient(g, y, out)
+            if out is None:
+                return gradient(g, y)
+            if out.dtype != y.dtype:
+                return into_other_dtype(gradient, (g, y), out, y.dtype)
+            return gradient(g, y, out)
         compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
         gradient = self.ufunc("cube_root_grad", compute)
         return call_ufunc(gradient, g, y, out=out, where=where, dtype=compute)
