@@ -38,7 +38,6 @@ __all__ = [
     "get_backend",
     "known",
     "resolve",
-    "selected_name",
     "selected_backend",
     "small_cpu_size",
     "use_backend",
@@ -117,26 +116,6 @@ def _from_environment(name: str) -> Backend:
         raise ValueError(prefix + str(exc).removeprefix("cbrtgrad: ")) from None
     except BackendUnavailableError as exc:
         raise BackendUnavailableError(prefix + str(exc).removeprefix("cbrtgrad: ")) from None
-
-
-def selected_name() -> str:
-    """The name a call without ``backend=`` starts from, before the automatic choice.
-
-    The innermost :func:`use_backend` block's, else ``CBRTGRAD_BACKEND``'s
-    (parsed, not checked against :func:`known`); ``"auto"``: the automatic
-    choice. For code that follows the api's choice without calling it (the
-    MLX bridge's threads).
-
-    Examples
-    --------
-    >>> selected_name()
-    'auto'
-    >>> with use_backend("cpu"):
-    ...     selected_name()
-    'cpu'
-    """
-    selected = _selected.get()
-    return _config.settings().backend if selected is None else selected
 
 
 def _is_auto(name: Any) -> bool:
