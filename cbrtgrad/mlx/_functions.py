@@ -198,7 +198,6 @@ def cbrt(x: Any) -> Any:
         Examples
         --------
         >>> import mlx.core as mx
-    import numpy as np
         >>> import cbrtgrad.mlx as cm
         >>> cm.cbrt(mx.array([-27.0, 8.0, 0.0]))
         array([-3, 2, 0], dtype=float32)
@@ -241,7 +240,6 @@ def cbrt_grad(g: Any, y: Any) -> Any:
         Examples
         --------
         >>> import mlx.core as mx
-    import numpy as np
         >>> import cbrtgrad.mlx as cm
         >>> cm.cbrt_grad(mx.array([12.0, 3.0]), mx.array([2.0, -1.0]))
         array([1, 1], dtype=float32)
