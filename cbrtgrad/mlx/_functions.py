@@ -159,54 +159,54 @@ def _cbrt_grad_jvp(primals: Any, tangents: Any) -> Any:
 def cbrt(x: Any) -> Any:
     """Element-wise real cube root, ``sgn(x) |x|^(1/3)``, correctly rounded, differentiable.
 
-        The bits of :func:`cbrtgrad.cbrt` for every input, in float16, bfloat16,
-        float32 and float64 (each correctly rounded in its own precision; float64
-        is a CPU dtype in MLX). An ``mx.custom_function`` whose ``vjp`` and
-        ``jvp`` are cbrtgrad's correctly rounded gradient kernel, ``g / (3 y^2)``
-        from the output ``y``: ``mx.grad`` gives ``cbrtgrad.cbrt_grad(g, y)`` bit
-        for bit, and ``mx.value_and_grad``, ``mx.vjp``, ``mx.jvp`` and second
-        derivatives work, as do ``mx.vmap`` and ``mx.compile``. Runs on MLX's CPU
-        device (a ``CubeRoot`` primitive evaluated by cbrtgrad's numba kernels),
-        whatever the default device: on numba's threads from
-        ``CBRTGRAD_PARALLEL_MIN`` elements (10^6), as :func:`cbrtgrad.cbrt`
-        chooses its ``parallel`` backend, or from ``CBRTGRAD_MLX_PARALLEL_MIN``
-        where that is set; on MLX's stream thread below.
+    The bits of :func:`cbrtgrad.cbrt` for every input, in float16, bfloat16,
+    float32 and float64 (each correctly rounded in its own precision; float64
+    is a CPU dtype in MLX). An ``mx.custom_function`` whose ``vjp`` and
+    ``jvp`` are cbrtgrad's correctly rounded gradient kernel, ``g / (3 y^2)``
+    from the output ``y``: ``mx.grad`` gives ``cbrtgrad.cbrt_grad(g, y)`` bit
+    for bit, and ``mx.value_and_grad``, ``mx.vjp``, ``mx.jvp`` and second
+    derivatives work, as do ``mx.vmap`` and ``mx.compile``. Runs on MLX's CPU
+    device (a ``CubeRoot`` primitive evaluated by cbrtgrad's numba kernels),
+    whatever the default device: on numba's threads from
+    ``CBRTGRAD_PARALLEL_MIN`` elements (10^6), as :func:`cbrtgrad.cbrt`
+    chooses its ``parallel`` backend, or from ``CBRTGRAD_MLX_PARALLEL_MIN``
+    where that is set; on MLX's stream thread below.
 
-        Parameters
-        ----------
-        x : mx.array or array_like
-            float16, bfloat16, float32 or float64 keep their dtype; bool and
-            integers give float32, as ``mx.sqrt``.
+    Parameters
+    ----------
+    x : mx.array or array_like
+        float16, bfloat16, float32 or float64 keep their dtype; bool and
+        integers give float32, as ``mx.sqrt``.
 
-        Returns
-        -------
-        mx.array
+    Returns
+    -------
+    mx.array
 
-        Raises
-        ------
-        TypeError
-            For complex input, naming the dtype.
-        BuildError
-            On the first call of a machine without CMake or a C++ compiler (the
-            primitive is built once, on first use: docs/mlx.md).
+    Raises
+    ------
+    TypeError
+        For complex input, naming the dtype.
+    BuildError
+        On the first call of a machine without CMake or a C++ compiler (the
+        primitive is built once, on first use: docs/mlx.md).
 
-        Notes
-        -----
-        The gradient at 0 is ``+inf`` for a positive cotangent (``-inf`` for a
-        negative one, ``nan`` for 0), as ``cbrtgrad.cbrt_grad``.
+    Notes
+    -----
+    The gradient at 0 is ``+inf`` for a positive cotangent (``-inf`` for a
+    negative one, ``nan`` for 0), as ``cbrtgrad.cbrt_grad``.
 
-        Examples
-        --------
-        >>> import mlx.core as mx
-        >>> import cbrtgrad.mlx as cm
-        >>> cm.cbrt(mx.array([-27.0, 8.0, 0.0]))
-        array([-3, 2, 0], dtype=float32)
-        >>> mx.grad(lambda x: cm.cbrt(x).sum())(mx.array([8.0, -1.0]))
-        array([0.0833333, 0.333333], dtype=float32)
-        >>> mx.grad(mx.grad(cm.cbrt))(mx.array(8.0)).item()  # -2 / (9 y^5)
-        -0.0069444...
-        >>> cm.cbrt(mx.array([8, 27], mx.bfloat16))
-        array([2, 3], dtype=bfloat16)
+    Examples
+    --------
+    >>> import mlx.core as mx
+    >>> import cbrtgrad.mlx as cm
+    >>> cm.cbrt(mx.array([-27.0, 8.0, 0.0]))
+    array([-3, 2, 0], dtype=float32)
+    >>> mx.grad(lambda x: cm.cbrt(x).sum())(mx.array([8.0, -1.0]))
+    array([0.0833333, 0.333333], dtype=float32)
+    >>> mx.grad(mx.grad(cm.cbrt))(mx.array(8.0)).item()  # -2 / (9 y^5)
+    -0.0069444...
+    >>> cm.cbrt(mx.array([8, 27], mx.bfloat16))
+    array([2, 3], dtype=bfloat16)
     """
     return _cbrt(as_float(x))
 
@@ -214,37 +214,37 @@ def cbrt(x: Any) -> Any:
 def cbrt_grad(g: Any, y: Any) -> Any:
     """Gradient of the cube root from its output: ``g / (3 y^2)``, cbrtgrad's kernel.
 
-        The bits of :func:`cbrtgrad.cbrt_grad`; differentiable in ``g`` and ``y``
-        (``d/dg`` is this kernel again, ``d/dy = -2 g / (3 y^3)``).
+    The bits of :func:`cbrtgrad.cbrt_grad`; differentiable in ``g`` and ``y``
+    (``d/dg`` is this kernel again, ``d/dy = -2 g / (3 y^3)``).
 
-        Parameters
-        ----------
-        g : mx.array or array_like
-            The cotangent ``dL/dy``.
-        y : mx.array or array_like
-            The saved output ``cbrt(x)`` (not ``x``).
+    Parameters
+    ----------
+    g : mx.array or array_like
+        The cotangent ``dL/dy``.
+    y : mx.array or array_like
+        The saved output ``cbrt(x)`` (not ``x``).
 
-        Returns
-        -------
-        mx.array
-            Of the operands' promoted dtype (as MLX promotes; a Python scalar
-            takes the other operand's dtype) and broadcast shape.
+    Returns
+    -------
+    mx.array
+        Of the operands' promoted dtype (as MLX promotes; a Python scalar
+        takes the other operand's dtype) and broadcast shape.
 
-        Raises
-        ------
-        TypeError
-            For a complex operand, naming it.
-        ValueError
-            For shapes that do not broadcast, naming both.
+    Raises
+    ------
+    TypeError
+        For a complex operand, naming it.
+    ValueError
+        For shapes that do not broadcast, naming both.
 
-        Examples
-        --------
-        >>> import mlx.core as mx
-        >>> import cbrtgrad.mlx as cm
-        >>> cm.cbrt_grad(mx.array([12.0, 3.0]), mx.array([2.0, -1.0]))
-        array([1, 1], dtype=float32)
-        >>> cm.cbrt_grad(1.0, mx.array([1.0, 0.0]))
-        array([0.333333, inf], dtype=float32)
+    Examples
+    --------
+    >>> import mlx.core as mx
+    >>> import cbrtgrad.mlx as cm
+    >>> cm.cbrt_grad(mx.array([12.0, 3.0]), mx.array([2.0, -1.0]))
+    array([1, 1], dtype=float32)
+    >>> cm.cbrt_grad(1.0, mx.array([1.0, 0.0]))
+    array([0.333333, inf], dtype=float32)
     """
     g, y = gradient_operands(g, y)
     return _cbrt_grad(g, y)
