@@ -46,6 +46,17 @@ CPU_OPTIONS: dict[str, Any] = {"fastmath": False, "cache": False, "error_model":
 #: Options for the scalar formulas and block functions the loops call.
 SCALAR_OPTIONS: dict[str, Any] = {"inline": "always", **CPU_OPTIONS}
 
+#: Options for the scalar formulas (``kernels/formulas*.py``,
+#: ``kernels/exact_rounding.py``) on the CPU: compiled out of line by numba,
+#: once per process and signature, and inlined by LLVM into the loops that
+#: call them (they take and return scalars only, so a call costs no reference
+#: counts, and LLVM still vectorises the loops around them). NOTE: numba's
+#: ``inline="always"`` typed each formula on its own and once more inside
+#: every caller. Measured on an AMD Zen 4, empty cache, one process each: the
+#: first float64 ``cbrt`` 3.9 s to 3.0 s, at the same speed and bits
+#: (docs/cache.md, "What a kernel costs to compile").
+FORMULA_OPTIONS: dict[str, Any] = {"inline": "never", **CPU_OPTIONS}
+
 #: Options for the block loops a kernel calls once per call
 #: (``forward_block_f64``, ``grad_block``, ``grad_block_flags`` and the like):
 #: not inlined by numba. NOTE: numba's ``inline="always"`` types a function

@@ -1,4 +1,4 @@
-"""Time today's forward ufuncs against those of an earlier commit, in one process.
+"""Time today's forward (or gradient) ufuncs against those of an earlier commit, in one process.
 
 Issue 12 asks that the correctly rounded float64 forward run at least 0.9x
 as fast as the kernel of the day the issue was filed, on the same machine.
@@ -19,10 +19,14 @@ tool loads both kernels into one process and times them in turn:
 
 The ufuncs are called directly, so the figures are the kernels' loops, not
 ``cbrtgrad.cbrt``'s Python call (about 2 us). It also counts the results on
-which the two kernels differ (the old float64 one was not correctly rounded).
+which the two kernels differ (the old float64 one was not correctly rounded),
+bit for bit. ``--kernel grad`` does the same for the gradient ufuncs, on
+``g`` from the same inputs and ``y`` today's cube root of another draw,
+against numpy's ``g / (3 * y * y)`` in place of ``np.cbrt``.
 
     python tools/compare_kernels_with_commit.py 5908c53
     python tools/compare_kernels_with_commit.py 5908c53 --sizes 100000 --rounds 3 --dtypes float64
+    python tools/compare_kernels_with_commit.py bb16daa --kernel grad
 """
 
 from __future__ import annotations
@@ -79,6 +83,11 @@ def load_package_at(ref: str, into: Path) -> Any:
     return importlib.import_module(f"{name}.kernels.cpu"), sha
 
 
+def _numpy_gradient(g: np.ndarray, y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """numpy's three-pass ``g / (3 * y * y)`` into ``out``: the gradient's anchor."""
+    return np.divide(g, 3 * y * y, out=out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("ref", help="the earlier commit (e.g. 5908c53)")
@@ -86,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--kernel", choices=("forward", "grad"), default="forward")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.repeat < 1:
         parser.error("--rounds and --repeat must be at least 1")
@@ -102,29 +112,38 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         old_cpu, sha = load_package_at(args.ref, Path(tmp))
-        today = cpu.ufuncs().cube_root
-        old = old_cpu.ufuncs().cube_root
-        calls = {"today": today, f"at {sha}": old, "np.cbrt": np.cbrt}
+        grad = args.kernel == "grad"
+        name = "cube_root_grad" if grad else "cube_root"
+        today = getattr(cpu.ufuncs(), name)
+        old = getattr(old_cpu.ufuncs(), name)
+        anchor = "g/(3*y*y)" if grad else "np.cbrt"
+        calls = {"today": today, f"at {sha}": old, anchor: _numpy_gradient if grad else np.cbrt}
         times: dict[tuple[str, int, str], list[float]] = {}
         inputs = []
         for d in args.dtypes:
             for n in args.sizes:
                 x = bench_inputs(np.dtype(d), n, seed=1)
+                operands = (
+                    (x, cpu.ufuncs().cube_root(bench_inputs(np.dtype(d), n, seed=2)))
+                    if grad
+                    else (x,)
+                )
                 out = np.empty_like(x)
                 for f in calls.values():
-                    f(x, out=out)  # compiled and pages touched before timing
-                inputs.append((d, n, x, out))
+                    f(*operands, out=out)  # compiled and pages touched before timing
+                inputs.append((d, n, operands, out))
         for _ in range(args.rounds):
-            for d, n, x, out in inputs:
+            for d, n, operands, out in inputs:
                 reps = args.repeat if n <= 1_000_000 else max(3, args.repeat // 4)
                 for label, f in calls.items():
-                    t = best_time(functools.partial(f, x, out=out), reps)
+                    t = best_time(functools.partial(f, *operands, out=out), reps)
                     times.setdefault((d, n, label), []).append(t)
         rows = []
-        for d, n, x, _ in inputs:
+        for d, n, operands, _ in inputs:
             best = {label: min(times[(d, n, label)]) / n * 1e9 for label in calls}
-            differ = int(np.count_nonzero(today(x) != old(x)))
-            old_ns, np_ns = best[f"at {sha}"], best["np.cbrt"]
+            bits = np.dtype(d.replace("float", "int"))
+            differ = int(np.count_nonzero(today(*operands).view(bits) != old(*operands).view(bits)))
+            old_ns, np_ns = best[f"at {sha}"], best[anchor]
             rows.append(
                 [
                     d,
@@ -147,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         "n",
         "today",
         f"at {sha}",
-        "np.cbrt",
+        anchor,
         f"{sha}/today",
-        "np.cbrt/today",
+        f"{anchor}/today",
         "results differ",
     ]
     print(_text.table(head, rows, ["", ",d", ".3f", ".3f", ".3f", ".2f", ".2f", ",d"]))

@@ -115,7 +115,11 @@ class Formulas:
     grad_nan_f32: Any
 
 
-def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formulas:
+def make_formulas(
+    prims: Any,
+    jit: Callable[[Callable[..., Any]], Any],
+    gradient_f64_jit: Callable[[Callable[..., Any]], Any] | None = None,
+) -> Formulas:
     """Compile the scalar formulas against one target's primitives.
 
     Parameters
@@ -129,6 +133,8 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     jit : callable
         The decorator that compiles a scalar (device) function for the target,
         e.g. ``numba.njit(inline="always")`` or ``numba.cuda.jit(device=True)``.
+    gradient_f64_jit : callable, optional
+        The decorator for the float64 gradient's formulas; default ``jit``.
 
     Returns
     -------
@@ -145,6 +151,6 @@ def make_formulas(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> Formu
     """
     return Formulas(
         **make_formulas_f64(prims, jit),
-        **make_grad_formulas_f64(prims, jit),
+        **make_grad_formulas_f64(prims, gradient_f64_jit or jit),
         **make_formulas_f32(prims, jit),
     )
