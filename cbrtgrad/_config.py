@@ -37,8 +37,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
 ACCELERATE_DEFAULT = "/System/Library/Frameworks/Accelerate.framework/Accelerate"
 
@@ -91,21 +91,8 @@ def _parse_choice(name: str, default: int, choices: tuple[int, ...]) -> int:
     return value
 
 
-@lru_cache(maxsize=1)
-def settings() -> Settings:
-    """Read the environment once and return the parsed settings.
-
-    Returns
-    -------
-    Settings
-        The flags; call ``settings.cache_clear()`` after changing the
-        environment (tests do).
-
-    Examples
-    --------
-    >>> isinstance(settings().backend, str)
-    True
-    """
+def _read() -> Settings:
+    # The environment, parsed (settings() keeps it).
     return Settings(
         backend=os.environ.get("CBRTGRAD_BACKEND", "auto").strip().lower() or "auto",
         fastmath=os.environ.get("CBRTGRAD_FASTMATH", "0").strip() not in ("", "0", "false", "no"),
@@ -126,3 +113,48 @@ def settings() -> Settings:
             else None
         ),
     )
+
+
+class _Kept:
+    """``settings()``: the environment read once; ``settings.cache_clear()`` reads it again.
+
+    NOTE: not an ``lru_cache``: what the api's hot path keeps from the
+    settings (:func:`cbrtgrad._host.keep_choice`) is dropped here, by the
+    hooks given to :meth:`on_clear`, when they change, instead of being
+    compared with ``settings()`` on every call.
+
+    Examples
+    --------
+    >>> isinstance(settings().backend, str)
+    True
+    >>> settings() is settings()
+    True
+    """
+
+    __slots__ = ("_hooks", "_value")
+
+    def __init__(self) -> None:
+        self._value: Settings | None = None
+        self._hooks: list[Callable[[], None]] = []
+
+    def __call__(self) -> Settings:
+        """The parsed settings (the environment is read at the first call after a clear)."""
+        value = self._value
+        if value is None:
+            value = self._value = _read()
+        return value
+
+    def cache_clear(self) -> None:
+        """Read the environment again at the next call (tests do, after changing it)."""
+        self._value = None
+        for hook in self._hooks:
+            hook()
+
+    def on_clear(self, hook: Callable[[], None]) -> None:
+        """Call ``hook()`` at every :meth:`cache_clear` (what it keeps from the settings is old)."""
+        self._hooks.append(hook)
+
+
+#: Read the environment once and return the parsed :class:`Settings`; call
+#: ``settings.cache_clear()`` after changing the environment (tests do).
+settings = _Kept()

@@ -25,12 +25,14 @@ from .backends import _registry
 from .backends._layout import call_ufunc, into_other_dtype
 
 # NOTE: hot path: what the api's small calls read, bound once: the cpu
-# backend's ufuncs by dtype (filled as calls build them), the settings object
-# last seen with the size below which the automatic choice gives cpu
-# (keep_choice), the settings and use_backend's choice.
+# backend's ufuncs by dtype (filled as calls build them; their ``get``
+# methods bound too), the settings object last seen with the size below which
+# the automatic choice gives cpu (keep_choice), and use_backend's choice.
 CPU: Any = _registry.get_backend("cpu")
 FORWARD: dict[Any, np.ufunc] = CPU.forward
 GRADIENT: dict[Any, np.ufunc] = CPU.gradient
+forward_of = FORWARD.get
+gradient_of = GRADIENT.get
 KEPT: list[Any] = [None, 0]
 settings = _config.settings
 selected_backend = _registry.selected_backend
@@ -41,14 +43,26 @@ def keep_choice() -> None:
 
     NOTE: hot path: the small calls compare a plain float array's size with
     ``KEPT[1]`` (``_registry.small_cpu_size``; 0 under a ``CBRTGRAD_BACKEND``)
-    while the settings object is ``KEPT[0]``, instead of running the rules;
-    inside a ``use_backend`` block they take the general route. Every general
-    call renews it, so the first call after the settings change does.
+    instead of running the rules; inside a ``use_backend`` block they take
+    the general route. ``settings.cache_clear()`` sets it to 0
+    (:func:`_drop_choice`), so that the first call after the settings
+    change, which takes the general route, renews it here: the small calls
+    never read the settings themselves.
     """
     current = settings()
     if KEPT[0] is not current:
         limit = _registry.small_cpu_size(current) if current.backend == "auto" else 0
         KEPT[:] = [current, limit]
+        if settings() is not current:  # cleared meanwhile (another thread): not kept
+            _drop_choice()
+
+
+def _drop_choice() -> None:
+    # The settings changed: every small call takes the general route until keep_choice.
+    KEPT[:] = [None, 0]
+
+
+settings.on_clear(_drop_choice)
 
 
 def ufunc_call(ufunc: np.ufunc, args: tuple[Any, ...], out: Any, where: Any, compute: Any) -> Any:

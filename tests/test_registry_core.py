@@ -93,3 +93,26 @@ def test_small_cpu_size_is_the_parallel_threshold(monkeypatch):
     finally:
         monkeypatch.delenv("CBRTGRAD_PARALLEL_MIN")
         _config.settings.cache_clear()
+
+
+def test_settings_cache_clear_drops_what_the_small_calls_keep(monkeypatch):
+    # The small calls never read the settings (cbrtgrad._host.keep_choice):
+    # settings.cache_clear() drops their kept answer, and the next call,
+    # on the general route, keeps the new one.
+    from cbrtgrad import _host
+
+    _host.keep_choice()
+    kept = _config.settings()
+    assert _config.settings() is kept and _host.KEPT[0] is kept
+    monkeypatch.setenv("CBRTGRAD_PARALLEL_MIN", "7")
+    assert _config.settings() is kept  # read once, until cleared
+    _config.settings.cache_clear()
+    try:
+        assert _host.KEPT == [None, 0]
+        assert cg.cbrt(np.full(3, 8.0)).tolist() == [2.0] * 3
+        renewed = _config.settings()
+        assert renewed is not kept and renewed.parallel_min_size == 7
+        assert _host.KEPT == [renewed, backends._registry.small_cpu_size(renewed)]
+    finally:
+        monkeypatch.delenv("CBRTGRAD_PARALLEL_MIN")
+        _config.settings.cache_clear()

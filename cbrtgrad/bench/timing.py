@@ -44,8 +44,8 @@ def best_time(
     The package's timer (:func:`best_times` takes several functions' in
     turns). ``number`` calls make one measurement; by
     default :meth:`timeit.Timer.autorange` picks it, the fewest of 1, 2, 5,
-    10, 20, ... that last :data:`MEASUREMENT_SECONDS`, and its first call is
-    the warm-up (compilation, caches); with ``number`` given, one
+    10, 20, ... that last :data:`MEASUREMENT_SECONDS`, after one call made
+    as the warm-up (compilation, caches); with ``number`` given, one
     measurement is made and dropped as the warm-up instead.
 
     Parameters
@@ -83,6 +83,7 @@ def best_time(
 
     timer = timeit.Timer(func, setup=before_each)
     if number is None:
+        timer.timeit(1)  # the warm-up, outside autorange (see best_times)
         try:
             number = timer.autorange(_stop_at_measurement_seconds)[0]
         except _Enough as enough:
@@ -96,8 +97,8 @@ def best_times(functions: Sequence[Callable[[], Any]], repeat: int) -> list[floa
     """Seconds per call of each function, their measurements taken in turns.
 
     :func:`best_time` for several functions at once: each function's
-    ``number`` of calls per measurement is found as there (autorange, which
-    is also its warm-up), then ``repeat`` rounds each make one measurement
+    ``number`` of calls per measurement is found as there (one call, the
+    warm-up, then autorange), then ``repeat`` rounds each make one measurement
     of every function, in order, and each function keeps its best. A ratio
     of two results is thereby taken from the same stretches of time: on a
     shared machine a slow spell during the measurements of one function
@@ -138,6 +139,13 @@ def best_times(functions: Sequence[Callable[[], Any]], repeat: int) -> list[floa
         # NOTE: timeit.Timer.timeit turns the garbage collector off for its
         # measurement; the setup turns it back on, as in best_time.
         timer = timeit.Timer(func, setup=gc.enable)
+        # NOTE: one call first, the warm-up: autorange keeps the count whose
+        # measurement lasts MEASUREMENT_SECONDS, and a first call that loads a
+        # kernel from the cache (10 to 50 ms) would make it 1, each
+        # measurement one call, timer and cold caches included (seen: the
+        # one-element cbrt_grad of ``bench --calls`` read 8 to 18 us, 25 to 40x
+        # np.cbrt, in about half the runs, where its loop costs 0.9 us).
+        timer.timeit(1)
         try:
             number = timer.autorange(_stop_at_measurement_seconds)[0]
         except _Enough as enough:

@@ -33,11 +33,10 @@ _NATIVE = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 _F32 = np.dtype(np.float32)
 _grad_enabled = grad_mode.grad_enabled
 # NOTE: hot path: what cbrt's small calls read, as the api's read them (_host).
-_FORWARD = _host.FORWARD
-_GRADIENT = _host.GRADIENT
+_forward_of = _host.forward_of
+_gradient_of = _host.gradient_of
 _KEPT = _host.KEPT
 _CPU = _host.CPU
-_settings = _host.settings
 _selected_backend = _host.selected_backend
 _NO_PARAMS: dict[str, Any] = {}
 
@@ -186,7 +185,7 @@ class CubeRootBackward(Node):
         # The fast kernel, from the saved output; the cube root is never re-run.
         dt = y.dtype
         if self.backend is _CPU and g.dtype is dt and type(y) is np.ndarray:
-            kernel = _GRADIENT.get(dt)
+            kernel = _gradient_of(dt)
             if kernel is not None:
                 # NOTE: hot path: what the cpu backend's cube_root_grad calls for
                 # one native dtype (the kept ones) and no out= or where=: its ufunc.
@@ -269,12 +268,11 @@ def cbrt(
         # choice sends to the cpu backend is its kept ufunc's call and the
         # node (the api's own test, _host.keep_choice); no autocast, which
         # casts only half precision.
-        forward = _FORWARD.get(data.dtype)
+        forward = _forward_of(data.dtype)
         if (
             forward is not None
             and dtype is None
             and data.size < _KEPT[1]
-            and _KEPT[0] is _settings()
             and _selected_backend() is None
         ):
             if x._requires_grad and _grad_enabled():
