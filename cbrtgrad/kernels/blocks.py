@@ -190,7 +190,7 @@ def forward_block_f64(x, y):  # type: ignore[no-untyped-def]
     # allocator cost a one-element ufunc call about 70 ns (20 % of np.cbrt's).
     n = x.shape[0]
     in_place = x.ctypes.data == y.ctypes.data
-    saved = np.empty(min(n, SECOND_PASS_BLOCK), np.float64) if in_place else x[:0]
+    saved = np.empty(min(n, SECOND_PASS_BLOCK), np.float64) if in_place else y[:0]
     plain = _is_plain_f64(x[: min(n, SECOND_PASS_BLOCK)])
     for start in range(0, n, SECOND_PASS_BLOCK):
         stop = min(start + SECOND_PASS_BLOCK, n)

@@ -188,7 +188,7 @@ def _overload_kept_buffers(g, y, dx, size):  # type: ignore[no-untyped-def]
         if g.ctypes.data == dx.ctypes.data or y.ctypes.data == dx.ctypes.data:
             kept = min(y.shape[0], size)
             return np.empty(kept, y.dtype), np.empty(kept, y.dtype)
-        return y[:0], y[:0]
+        return dx[:0], dx[:0]
 
     return buffers
 
