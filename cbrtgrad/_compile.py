@@ -53,7 +53,7 @@ SCALAR_OPTIONS: dict[str, Any] = {"inline": "always", **CPU_OPTIONS}
 #: counts, and LLVM still vectorises the loops around them). NOTE: numba's
 #: ``inline="always"`` typed each formula on its own and once more inside
 #: every caller. Measured on an AMD Zen 4, empty cache, one process each: the
-#: first float64 ``cbrt`` 3.9 s to 3.0 s, at the same speed and bits
+#: first float64 ``cbrt`` 4.0-4.2 s to 3.3-3.4 s, at the same speed and bits
 #: (docs/cache.md, "What a kernel costs to compile").
 FORMULA_OPTIONS: dict[str, Any] = {"inline": "never", **CPU_OPTIONS}
 
