@@ -49,6 +49,8 @@ def apply(eager: Any, traced: Any, *args: torch.Tensor) -> Any:
     direct = _DIRECT.get(eager)
     if direct is None:
         direct = _DIRECT[eager] = super(torch.autograd.Function, eager).apply
+    if len(args) == 1:
+        return direct(_unwrap_if_dead(args[0]))
     return direct(*[_unwrap_if_dead(a) for a in args])
 
 
