@@ -13,6 +13,8 @@ where the api would take it.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -148,3 +150,58 @@ def test_the_parallel_backend_where_the_api_would_take_it(dtype, monkeypatch):
         monkeypatch.delenv("CBRTGRAD_PARALLEL_MIN")
         _config.settings.cache_clear()
     assert calls == [8], calls
+
+
+def _scenarios():
+    """Contexts in which a call on a plain float tensor must not take the short route."""
+    from contextlib import contextmanager
+
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    class Seeing(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    @contextmanager
+    def level():
+        with torch.autograd.forward_ad.dual_level():
+            yield
+
+    return {
+        "dispatch mode": Passing,
+        "function mode": Seeing,
+        "forward-mode level": level,
+        "use_backend": lambda: use_backend("parallel"),
+    }
+
+
+@pytest.mark.parametrize(
+    "name", ["dispatch mode", "function mode", "forward-mode level", "use_backend"]
+)
+def test_the_short_route_is_taken_only_where_the_kernel_alone_would_run(name):
+    from cbrtgrad.torch import _routes
+
+    t = torch.linspace(-8, 8, 6)
+    ct.cbrt(t)  # the api builds its ufunc and keeps its choice under the current settings
+    assert _routes.cube_root_now(t) is not None  # the control
+    with torch.autocast("cpu"):  # leaves float32 as it is
+        assert _routes.cube_root_now(t) is not None
+    with _scenarios()[name]():
+        assert _routes.cube_root_now(t) is None
+        if name != "use_backend":  # the api's choice; the others are the dispatcher's
+            assert not _routes.untracked_float(t)
+    for other in (t.reshape(2, 3).t(), t.to("meta"), t.half()):
+        assert _routes.cube_root_now(other) is None
+    found: list = []
+    torch.func.vmap(lambda row: found.append(_routes.cube_root_now(row)) or row)(t.reshape(2, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.trace is deprecated
+        torch.jit.trace(
+            lambda u: found.append(_routes.cube_root_now(u)) or u * 2, t, check_trace=False
+        )
+    assert found == [None, None]

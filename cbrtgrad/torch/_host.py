@@ -34,7 +34,7 @@ from .._host import FORWARD, GRADIENT, KEPT, selected_backend, settings
 from ..kernels import SERIAL_BLOCK
 
 #: numpy's dtypes of the tensors the cpu backend's ufuncs take as they are.
-_NUMPY = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
+NUMPY = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
 
 
 def _quiet() -> np.errstate:
@@ -119,7 +119,7 @@ def cube_root(x: torch.Tensor) -> torch.Tensor:
     >>> cube_root(torch.tensor([-8.0, 27.0], dtype=torch.float16))
     tensor([-2.,  3.], dtype=torch.float16)
     """
-    forward = FORWARD.get(_NUMPY.get(x.dtype))
+    forward = FORWARD.get(NUMPY.get(x.dtype))
     if (  # NOTE: hot path: _small, written out (a call less)
         forward is not None
         and x.numel() < KEPT[1]
@@ -147,7 +147,7 @@ def cube_root_grad(g: torch.Tensor, y: torch.Tensor, shape: torch.Size) -> torch
     >>> cube_root_grad(g, y, torch.Size([2]))
     tensor([1., nan])
     """
-    gradient = GRADIENT.get(_NUMPY.get(y.dtype))
+    gradient = GRADIENT.get(NUMPY.get(y.dtype))
     if gradient is not None and g.dtype is y.dtype and g.shape == y.shape and _small(y):
         if g.is_contiguous() or not any(g.stride()):  # numpy's result then C-contiguous
             return _tensor(_quietly(gradient, _view(g), _view(y)))
@@ -192,7 +192,7 @@ def cube_root_and_grad(
     if x.dtype in (torch.float16, torch.bfloat16):
         y = cube_root(x.expand(shape))
         return y, cube_root_grad(g, y, shape)
-    forward, gradient = FORWARD.get(_NUMPY[x.dtype]), GRADIENT.get(_NUMPY[x.dtype])
+    forward, gradient = FORWARD.get(NUMPY[x.dtype]), GRADIENT.get(NUMPY[x.dtype])
     if (
         forward is not None
         and gradient is not None

@@ -52,9 +52,9 @@ def _absent() -> bool:
 
 
 transforms_active = getattr(torch._C, "_are_functorch_transforms_active", _absent)
-_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", _absent)
-_function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", _absent)
-_tracing = getattr(torch._C, "_get_tracing_state", _absent)  # None when not tracing
+dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", _absent)
+function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", _absent)
+tracing = getattr(torch._C, "_get_tracing_state", _absent)  # None when not tracing
 _autocast = torch.is_autocast_enabled
 _PLAIN = (Tensor, torch.nn.Parameter)
 
@@ -83,9 +83,9 @@ def reaches_cpu_kernel(*tensors: Tensor) -> bool:
             return False
     return not (
         transforms_active()
-        or _dispatch_modes()
-        or _function_modes()
-        or _tracing() is not None
+        or dispatch_modes()
+        or function_modes()
+        or tracing() is not None
         or _autocast("cpu")
     )
 
@@ -107,7 +107,7 @@ def reaches_float_kernel(*tensors: Tensor) -> bool:
         if type(t) not in _PLAIN or not t.is_cpu:
             return False
     return not (
-        transforms_active() or _dispatch_modes() or _function_modes() or _tracing() is not None
+        transforms_active() or dispatch_modes() or function_modes() or tracing() is not None
     )
 
 
