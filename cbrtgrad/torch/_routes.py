@@ -3,7 +3,7 @@
 A call that no autograd records and that the dispatcher would only hand to
 the CPU kernel (:func:`untracked`) needs no Function: it calls
 :mod:`._host` directly (``Function.apply`` and the Function's saves are
-some 5 µs more a call on one element, AMD Zen 4). Every other eager call
+some 4.5 µs more a call on one element, AMD Zen 4). Every other eager call
 goes through its Function, by its C++ ``apply`` (:func:`apply`).
 
 NOTE: PyTorch has no public test for forward mode: under ``torch.func.jvp``
