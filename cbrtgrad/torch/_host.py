@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from .. import _half, api
-from .._host import FORWARD, GRADIENT, KEPT, selected_backend, settings
+from .._host import KEPT, forward_of, gradient_of, selected_backend
 from ..kernels import SERIAL_BLOCK
 
 #: numpy's dtypes of the tensors the cpu backend's ufuncs take as they are.
@@ -61,12 +61,7 @@ def _small(t: torch.Tensor) -> bool:
     2.6 µs a call on one element, AMD Zen 4), and the bits are the api's
     (the same ufunc).
     """
-    return (
-        t.numel() < KEPT[1]
-        and KEPT[0] is settings()
-        and selected_backend() is None
-        and t.is_contiguous()
-    )
+    return t.numel() < KEPT[1] and selected_backend() is None and t.is_contiguous()
 
 
 def _view(t: torch.Tensor) -> np.ndarray:
@@ -120,11 +115,10 @@ def cube_root(x: torch.Tensor) -> torch.Tensor:
     >>> cube_root(torch.tensor([-8.0, 27.0], dtype=torch.float16))
     tensor([-2.,  3.], dtype=torch.float16)
     """
-    forward = FORWARD.get(NUMPY.get(x.dtype))
+    forward = forward_of(NUMPY.get(x.dtype))
     if (  # NOTE: hot path: _small, written out (a call less)
         forward is not None
         and x.numel() < KEPT[1]
-        and KEPT[0] is settings()
         and selected_backend() is None
         and x.is_contiguous()
     ):
@@ -148,7 +142,7 @@ def cube_root_grad(g: torch.Tensor, y: torch.Tensor, shape: torch.Size) -> torch
     >>> cube_root_grad(g, y, torch.Size([2]))
     tensor([1., nan])
     """
-    gradient = GRADIENT.get(NUMPY.get(y.dtype))
+    gradient = gradient_of(NUMPY.get(y.dtype))
     if gradient is not None and g.dtype is y.dtype and g.shape == y.shape and _small(y):
         if g.is_contiguous() or not any(g.stride()):  # numpy's result then C-contiguous
             return _tensor(_quietly(gradient, _view(g), _view(y)))
@@ -193,7 +187,7 @@ def cube_root_and_grad(
     if x.dtype in (torch.float16, torch.bfloat16):
         y = cube_root(x.expand(shape))
         return y, cube_root_grad(g, y, shape)
-    forward, gradient = FORWARD.get(NUMPY[x.dtype]), GRADIENT.get(NUMPY[x.dtype])
+    forward, gradient = forward_of(NUMPY[x.dtype]), gradient_of(NUMPY[x.dtype])
     if (
         forward is not None
         and gradient is not None

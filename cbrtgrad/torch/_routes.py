@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.autograd import forward_ad
 
-from .._host import FORWARD, KEPT, selected_backend, settings
+from .._host import KEPT, forward_of, selected_backend
 from . import _ops
 from ._host import NUMPY
 from ._ops import dispatch_modes, function_modes, tracing, transforms_active
@@ -129,7 +129,7 @@ def cube_root_now(x: torch.Tensor) -> torch.Tensor | None:
     """
     if _is_compiling():  # first: dynamo folds it, and traces none of the rest (numpy dtypes)
         return None
-    forward = FORWARD.get(NUMPY.get(x.dtype))
+    forward = forward_of(NUMPY.get(x.dtype))
     if (
         forward is None
         or getattr(forward_ad, "_current_level", 0) >= 0
@@ -139,7 +139,6 @@ def cube_root_now(x: torch.Tensor) -> torch.Tensor | None:
         or function_modes()
         or tracing() is not None
         or x.numel() >= KEPT[1]
-        or KEPT[0] is not settings()
         or selected_backend() is not None
         or not x.is_contiguous()
     ):
