@@ -249,7 +249,8 @@ def test_eager_calls_run_the_kernels_directly_only_where_the_ops_would(dtype, mo
     direct = step()
     assert calls == []  # plain CPU tensors: no op call, eager
     assert _ops.reaches_cpu_kernel(x, torch.nn.Parameter(g))
-    monkeypatch.setattr(_ops, "reaches_cpu_kernel", lambda *tensors: False)
+    for name in ("reaches_cpu_kernel", "reaches_float_kernel"):  # the general test and float32/64's
+        monkeypatch.setattr(_ops, name, lambda *tensors: False)
     through_ops = step()
     assert set(calls) == {"cube_root", "cube_root_grad", "cube_root_and_grad"}
     assert all(torch.equal(a, b) for a, b in zip(direct, through_ops, strict=True))
@@ -287,6 +288,7 @@ def test_a_direct_kernel_call_errs_as_the_op_does(monkeypatch):
     messages = []
     for reaches in (_ops.reaches_cpu_kernel, lambda *tensors: False):
         monkeypatch.setattr(_ops, "reaches_cpu_kernel", reaches)
+        monkeypatch.setattr(_ops, "reaches_float_kernel", reaches)
         for call in (_functions._grad, _functions.CubeRootGrad.apply):
             with pytest.raises(TypeError, match="cube_root_grad: g has dtype torch.float32") as e:
                 call(g, y)

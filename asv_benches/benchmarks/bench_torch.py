@@ -6,7 +6,8 @@ PyTorch on numba's number of threads:
 
 * forward plus backward of ``cbrt(x).sum()`` on 10^6 float32, through the
   bridge and through ``torch.sign(x) * x.abs().pow(1/3)``, and their ratio;
-* one call on one element: ``cbrtgrad.torch.cbrt`` and ``torch.exp``;
+* one call on one element: ``cbrtgrad.torch.cbrt`` and ``torch.exp``, on a tensor
+  that needs no gradient and on one that requires grad;
 * the bridge's step under ``torch.compile`` (inductor, compiled in setup) and eager.
 
 NOTE: 10^6 elements go to the parallel backend (the automatic choice), whose
@@ -69,13 +70,20 @@ class TorchForwardBackward:
 
 
 class TorchOneElement:
-    """One call on a one-element float32 tensor: ``cbrtgrad.torch.cbrt`` and ``torch.exp``."""
+    """One call on a one-element float32 tensor: ``cbrtgrad.torch.cbrt`` and ``torch.exp``.
+
+    On a tensor that needs no gradient (the kernel's call alone) and on one
+    that requires grad (through the ``autograd.Function``), each against
+    ``torch.exp`` on the same tensor in the same run.
+    """
 
     def setup(self):
         torch, ct = _torch()
         self.one = torch.ones(1)
+        self.tracked = torch.ones(1, requires_grad=True)
         self.cbrt, self.exp = ct.cbrt, torch.exp
         self.cbrt(self.one)
+        self.cbrt(self.tracked)
 
     def time_bridge_cbrt(self):
         self.cbrt(self.one)
@@ -83,11 +91,21 @@ class TorchOneElement:
     def time_torch_exp(self):
         self.exp(self.one)
 
+    def time_bridge_cbrt_requires_grad(self):
+        self.cbrt(self.tracked)
+
     def track_ratio_to_torch_exp(self):
         ours, theirs = best_times([lambda: self.cbrt(self.one), lambda: self.exp(self.one)], 5)
         return ours / theirs
 
     track_ratio_to_torch_exp.unit = "x"
+
+    def track_requires_grad_ratio_to_torch_exp(self):
+        t = self.tracked
+        ours, theirs = best_times([lambda: self.cbrt(t), lambda: self.exp(t)], 5)
+        return ours / theirs
+
+    track_requires_grad_ratio_to_torch_exp.unit = "x"
 
 
 class TorchCompile:

@@ -1,17 +1,13 @@
 """The public functions: ``cbrt``, ``cbrt_grad`` and ``cbrt_and_grad`` on tensors.
 
-Each applies PyTorch's argument rules (:mod:`._arguments`), then calls its
-custom op (:mod:`._ops`) through an ``autograd.Function``, unless no
-autograd would record the call (:func:`_untracked`: grad mode off or no
-input requiring grad, no forward-mode level, no ``torch.func`` transform,
-plain CPU tensors); then it calls the CPU kernel (:mod:`._host`) directly,
-as the backward does for the gradient when it builds no graph.
-``Function.apply`` costs some 14 µs of Python. NOTE: PyTorch has no public
-test for forward mode: under ``torch.func.jvp`` or ``forward_ad`` the op
-alone would get a zero tangent without a word (``torch.library`` has no
-forward-mode registration), so the test reads private state (as
-``Function.apply`` itself does); the ``Function``'s ``jvp`` gives the
-right tangent.
+Each applies PyTorch's argument rules (:mod:`._arguments`; tensors of one
+float32/float64 dtype, shape and device skip them, as they would leave
+them), then calls its custom op (:mod:`._ops`) through an
+``autograd.Function``, unless no autograd would record the call
+(:func:`._routes.untracked`); then it calls the CPU kernel (:mod:`._host`)
+directly, as the backward does for the gradient when it builds no graph.
+:mod:`._routes` says which way a call goes, and calls a Function's C++
+``apply`` without ``Function.apply``'s Python.
 
 NOTE: why ``autograd.Function`` around the custom ops, when the ops have
 their own ``register_autograd``: ``torch.func.grad``, ``jacrev`` and
@@ -43,41 +39,18 @@ import inspect
 from typing import Any
 
 import torch
-from torch.autograd import forward_ad
 
 from ..engine.cube_root import CubeRootBackward
-from . import _arguments, _derivatives, _host, _ops
-
-
-def _pick(eager: Any, traced: Any) -> Any:
-    # The Function with a jvp, or the one torch.compile can trace (see above).
-    return traced if torch.compiler.is_compiling() else eager
-
-
-def _untracked(*tensors: torch.Tensor) -> bool:
-    """Whether no autograd records a call on ``tensors`` and it would run the CPU kernel.
-
-    No input that reverse mode records (grad mode off, as in a backward
-    without ``create_graph``, or no input requiring grad), no forward-mode
-    level (``forward_ad.dual_level``; NOTE: its private level counter, -1
-    outside every level: without it, every call takes the Function), and
-    nothing but the kernel on the dispatcher's way (no ``torch.func``
-    transform, which :func:`._ops.reaches_cpu_kernel` also rules out). Such a
-    call needs no Function (``Function.apply`` alone is some 14 µs).
-    """
-    if torch.compiler.is_compiling():  # first: dynamo folds it, and traces none of the rest
-        return False
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return False
-    if getattr(forward_ad, "_current_level", 0) >= 0:
-        return False
-    return _ops.reaches_cpu_kernel(*tensors)
+from . import _arguments, _derivatives, _host, _ops, _routes
 
 
 def _grad(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    if _untracked(g, y):
+    if g.dtype is y.dtype and y.dtype in _routes.KERNEL_DTYPES and g.shape == y.shape:
+        if _routes.untracked_float(g, y):  # NOTE: hot path (a backward without create_graph)
+            return _host.cube_root_grad(g, y, y.shape)
+    elif _routes.untracked(g, y):
         return _host.cube_root_grad(g, y, _grad_shape(g, y))
-    return _pick(CubeRootGrad, TracedCubeRootGrad).apply(g, y)  # type: ignore[no-any-return]
+    return _routes.apply(CubeRootGrad, TracedCubeRootGrad, g, y)  # type: ignore[no-any-return]
 
 
 def _grad_shape(g: torch.Tensor, y: torch.Tensor) -> torch.Size:
@@ -101,12 +74,11 @@ class TracedCubeRoot(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         ctx.save_for_backward(output)  # the output, not the input (the op's schema)
-        ctx.x_shape = inputs[0].shape
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         (y,) = ctx.saved_tensors
-        return _derivatives.cube_root(_grad, gy, y, ctx.x_shape)
+        return _derivatives.cube_root(_grad, gy, y, y.shape)  # y has x's shape
 
 
 class CubeRoot(TracedCubeRoot):
@@ -114,14 +86,18 @@ class CubeRoot(TracedCubeRoot):
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        if _ops.reaches_cpu_kernel(x):
+        if x.dtype in _routes.KERNEL_DTYPES:
+            if _ops.reaches_float_kernel(x):  # NOTE: hot path (one element requiring grad)
+                return _host.cube_root(x)
+        elif _ops.reaches_cpu_kernel(x):
             return _host.cube_root(x)
         return _ops.cube_root(x)  # type: ignore[no-any-return]
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        TracedCubeRoot.setup_context(ctx, inputs, output)
-        ctx.save_for_forward(output)
+        ctx.save_for_backward(output)
+        if _routes.forward_mode():
+            ctx.save_for_forward(output)
 
     @staticmethod
     def jvp(ctx: Any, tx: torch.Tensor) -> torch.Tensor:
@@ -153,14 +129,18 @@ class CubeRootGrad(TracedCubeRootGrad):
 
     @staticmethod
     def forward(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        if _ops.reaches_cpu_kernel(g, y):
+        if g.dtype is y.dtype and y.dtype in _routes.KERNEL_DTYPES and g.shape == y.shape:
+            if _ops.reaches_float_kernel(g, y):
+                return _host.cube_root_grad(g, y, y.shape)
+        elif _ops.reaches_cpu_kernel(g, y):
             return _host.cube_root_grad(g, y, _grad_shape(g, y))
         return _ops.cube_root_grad(g, y)  # type: ignore[no-any-return]
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         TracedCubeRootGrad.setup_context(ctx, inputs, output)
-        ctx.save_for_forward(*inputs)
+        if _routes.forward_mode():
+            ctx.save_for_forward(*inputs)
 
     @staticmethod
     def jvp(ctx: Any, tg: torch.Tensor | None, ty: torch.Tensor | None) -> Any:
@@ -196,14 +176,18 @@ class CubeRootAndGrad(TracedCubeRootAndGrad):
 
     @staticmethod
     def forward(x: torch.Tensor, g: torch.Tensor) -> Any:  # type: ignore[override]
-        if _ops.reaches_cpu_kernel(x, g):
+        if x.dtype is g.dtype and x.dtype in _routes.KERNEL_DTYPES and x.shape == g.shape:
+            if _ops.reaches_float_kernel(x, g):
+                return _host.cube_root_and_grad(x, g, x.shape)
+        elif _ops.reaches_cpu_kernel(x, g):
             return _host.cube_root_and_grad(x, g, _fused_shape(x, g))
         return _ops.cube_root_and_grad(x, g)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         TracedCubeRootAndGrad.setup_context(ctx, inputs, output)
-        ctx.save_for_forward(output[0], inputs[1])
+        if _routes.forward_mode():
+            ctx.save_for_forward(output[0], inputs[1])
 
     @staticmethod
     def jvp(ctx: Any, tx: torch.Tensor | None, tg: torch.Tensor | None) -> Any:
@@ -270,11 +254,20 @@ def cbrt(x: torch.Tensor) -> torch.Tensor:
     >>> ct.cbrt(torch.tensor([1, 8, 64]))
     tensor([1., 2., 4.])
     """
-    x = _arguments.one(x, "x", "cbrtgrad.torch.cbrt")
-    x = _arguments.autocast(x, CubeRootBackward.schema)
-    if _untracked(x):
-        return _host.cube_root(x)
-    return _pick(CubeRoot, TracedCubeRoot).apply(x)  # type: ignore[no-any-return]
+    if type(x) is torch.Tensor and x.dtype in _routes.KERNEL_DTYPES:
+        # NOTE: hot path: PyTorch's rules and autocast leave these as they are.
+        if not (x.requires_grad and torch.is_grad_enabled()):
+            y = _routes.cube_root_now(x)
+            if y is not None:
+                return y
+            if _routes.untracked_float(x):
+                return _host.cube_root(x)
+    else:
+        x = _arguments.one(x, "x", "cbrtgrad.torch.cbrt")
+        x = _arguments.autocast(x, CubeRootBackward.schema)
+        if _routes.untracked(x):
+            return _host.cube_root(x)
+    return _routes.apply(CubeRoot, TracedCubeRoot, x)  # type: ignore[no-any-return]
 
 
 def cbrt_grad(g: Any, y: Any) -> torch.Tensor:
@@ -309,7 +302,8 @@ def cbrt_grad(g: Any, y: Any) -> torch.Tensor:
     >>> ct.cbrt_grad(torch.tensor([12.0, 1.0, 1.0]), torch.tensor([2.0, -1.0, 0.0]))
     tensor([1.0000, 0.3333,    inf])
     """
-    g, y = _arguments.two(g, y, ("g", "y"), "cbrtgrad.torch.cbrt_grad")
+    if not _routes.one_float(g, y):
+        g, y = _arguments.two(g, y, ("g", "y"), "cbrtgrad.torch.cbrt_grad")
     return _grad(g, y)
 
 
@@ -343,9 +337,13 @@ def cbrt_and_grad(x: Any, g: Any) -> tuple[torch.Tensor, torch.Tensor]:
     >>> ct.cbrt_and_grad(torch.tensor([8.0, -1.0]), torch.tensor([12.0, 3.0]))
     (tensor([ 2., -1.]), tensor([1., 1.]))
     """
+    if _routes.one_float(x, g):
+        if _routes.untracked_float(x, g):
+            return _host.cube_root_and_grad(x, g, x.shape)
+        return _routes.apply(CubeRootAndGrad, TracedCubeRootAndGrad, x, g)  # type: ignore[no-any-return]
     x = _arguments.one(x, "x", "cbrtgrad.torch.cbrt_and_grad")
     x = _arguments.autocast(x, _ops.FUSED)
     x, g = _arguments.two(x, g, ("x", "g"), "cbrtgrad.torch.cbrt_and_grad")
-    if _untracked(x, g):
+    if _routes.untracked(x, g):
         return _host.cube_root_and_grad(x, g, _fused_shape(x, g))
-    return _pick(CubeRootAndGrad, TracedCubeRootAndGrad).apply(x, g)  # type: ignore[no-any-return]
+    return _routes.apply(CubeRootAndGrad, TracedCubeRootAndGrad, x, g)  # type: ignore[no-any-return]

@@ -45,15 +45,17 @@ CUBE_ROOT_AND_GRAD = f"{NAMESPACE}::{FUSED.name}"
 # reaches_cpu_kernel). NOTE: private functions of torch._C, the ones
 # torch.autograd.Function.apply itself asks; without one of them (another
 # PyTorch), every call goes through the dispatcher.
-_ACTIVE = tuple(
-    getattr(torch._C, name, None)
-    for name in (
-        "_are_functorch_transforms_active",  # vmap, grad, jvp: the ops' vmap rules
-        "_len_torch_dispatch_stack",  # FakeTensorMode, export, flop counters, ...
-        "_is_torch_function_mode_enabled",  # TorchFunctionModes, which see the ops
-        "_get_tracing_state",  # torch.jit.trace, which records the ops
-    )
-)
+
+
+def _absent() -> bool:
+    return True  # an answer that sends the call through the dispatcher
+
+
+transforms_active = getattr(torch._C, "_are_functorch_transforms_active", _absent)
+dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", _absent)
+function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", _absent)
+tracing = getattr(torch._C, "_get_tracing_state", _absent)  # None when not tracing
+_autocast = torch.is_autocast_enabled
 _PLAIN = (Tensor, torch.nn.Parameter)
 
 
@@ -76,18 +78,36 @@ def reaches_cpu_kernel(*tensors: Tensor) -> bool:
     >>> torch.func.vmap(lambda t: torch.tensor(reaches_cpu_kernel(t)))(torch.ones(2))
     tensor([False, False])
     """
-    transforms, dispatch_modes, function_modes, tracing = _ACTIVE
-    if transforms is None or dispatch_modes is None or function_modes is None or tracing is None:
-        return False
     for t in tensors:
         if type(t) not in _PLAIN or not t.is_cpu:
             return False
     return not (
-        transforms()
+        transforms_active()
         or dispatch_modes()
         or function_modes()
         or tracing() is not None
-        or torch.is_autocast_enabled("cpu")
+        or _autocast("cpu")
+    )
+
+
+def reaches_float_kernel(*tensors: Tensor) -> bool:
+    """:func:`reaches_cpu_kernel` for float32 and float64 tensors.
+
+    NOTE: hot path (one-element calls): CPU autocast is not asked, as it
+    leaves these dtypes as they are (``register_autocast`` casts neither
+    float64 nor, to float32, float32; the gradient op has no autocast rule).
+
+    Examples
+    --------
+    >>> with torch.autocast("cpu"):
+    ...     reaches_float_kernel(torch.ones(2)), reaches_cpu_kernel(torch.ones(2))
+    (True, False)
+    """
+    for t in tensors:
+        if type(t) not in _PLAIN or not t.is_cpu:
+            return False
+    return not (
+        transforms_active() or dispatch_modes() or function_modes() or tracing() is not None
     )
 
 
