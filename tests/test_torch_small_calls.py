@@ -205,3 +205,36 @@ def test_the_short_route_is_taken_only_where_the_kernel_alone_would_run(name):
             lambda u: found.append(_routes.cube_root_now(u)) or u * 2, t, check_trace=False
         )
     assert found == [None, None]
+
+
+@pytest.mark.parametrize("n", [1, 7, 3 * SMALL], ids=["one", "small", "large"])
+@pytest.mark.parametrize("real", [torch.float16, torch.float32, torch.float64], ids=str)
+def test_negative_bit_views_give_their_values_cube_roots(real, n):
+    # z.conj().imag is a real tensor whose memory holds its values negated
+    # (PyTorch's negative bit), which Tensor.numpy() refuses. Every route
+    # reads its values, as torch.sqrt does: bit for bit the resolved copy's.
+    same_bits = {torch.float16: torch.int16, torch.float32: torch.int32, torch.float64: torch.int64}
+
+    def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+        bits = same_bits[a.dtype]
+        return a.dtype is b.dtype and torch.equal(a.detach().view(bits), b.detach().view(bits))
+
+    values = torch.linspace(-30, 30, n, dtype=torch.float64).to(real)
+    with warnings.catch_warnings():  # PyTorch's own: complex32 is "experimental"
+        warnings.simplefilter("ignore", UserWarning)
+        z = torch.complex(torch.zeros_like(values), -values)
+        leaf = z.clone().requires_grad_()
+    lazy = z.conj().imag
+    assert lazy.is_neg() and lazy.dtype is real  # the case under test, not a resolved copy
+    plain = lazy.resolve_neg()
+    assert torch.equal(plain, values)
+    assert same(ct.cbrt(lazy), ct.cbrt(plain))
+    assert same(ct.cbrt_grad(lazy, lazy), ct.cbrt_grad(plain, plain))
+    for got, want in zip(ct.cbrt_and_grad(lazy, lazy), ct.cbrt_and_grad(plain, plain), strict=True):
+        assert same(got, want)
+    tracked = leaf.conj().imag
+    assert tracked.is_neg() and tracked.requires_grad
+    y = ct.cbrt(tracked)
+    y.sum().backward()
+    assert same(y, ct.cbrt(plain))
+    assert leaf.grad is not None

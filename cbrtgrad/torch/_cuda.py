@@ -41,7 +41,9 @@ def _run(method: str, *inputs: torch.Tensor, out: Any) -> None:
 
 
 def _operand(t: torch.Tensor, dtype: torch.dtype, shape: torch.Size) -> torch.Tensor:
-    return t.to(dtype).expand(shape).contiguous()
+    # resolve_neg: a negative-bit view (``z.conj().imag``) holds its values
+    # negated in memory, which the kernels read (a no-op for other tensors).
+    return t.to(dtype).expand(shape).contiguous().resolve_neg()
 
 
 def cube_root(x: torch.Tensor) -> torch.Tensor:

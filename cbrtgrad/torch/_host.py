@@ -67,8 +67,17 @@ def _small(t: torch.Tensor) -> bool:
 def _view(t: torch.Tensor) -> np.ndarray:
     # Tensor.numpy() refuses a tensor that requires grad (in a Function's
     # forward); force=True detaches it (and, on a CPU float tensor, does no
-    # more), in less time than detach() then numpy().
-    return t.numpy(force=True) if t.requires_grad else t.numpy()
+    # more), in less time than detach() then numpy(). It also refuses a view
+    # with the negative bit (``z.conj().imag``), whose memory holds the
+    # values negated: force=True gives them resolved, as a copy.
+    if t.requires_grad:
+        return t.numpy(force=True)
+    try:
+        return t.numpy()
+    except RuntimeError:
+        if not t.is_neg():
+            raise
+        return t.numpy(force=True)
 
 
 def _tensor(result: Any) -> torch.Tensor:
@@ -91,6 +100,8 @@ def host_array(t: torch.Tensor) -> np.ndarray:
     """
     if t.requires_grad:  # Tensor.numpy() refuses it (a tensor that needs none is not detached)
         t = t.detach()
+    if t.is_neg():  # a negative-bit view (``z.conj().imag``): its values, resolved (a copy)
+        t = t.resolve_neg()
     if t.dtype is not torch.bfloat16:
         return t.numpy()
     bfloat16 = _half.bfloat16()
@@ -125,7 +136,7 @@ def cube_root(x: torch.Tensor) -> torch.Tensor:
         # No np.errstate: the forward ufunc raises no floating-point flag
         # (every float32 was tried, and float64's specials, subnormals,
         # signalling nans and every exponent: tests/test_torch_small_calls.py).
-        y = forward(x.numpy(force=True) if x.requires_grad else x.numpy())
+        y = forward(_view(x))
         return torch.from_numpy(y if type(y) is np.ndarray else np.asarray(y))
     out, target = _empty(x.shape, x.dtype)
     with _quiet():

@@ -143,5 +143,10 @@ def cube_root_now(x: torch.Tensor) -> torch.Tensor | None:
         or not x.is_contiguous()
     ):
         return None
-    y = forward(x.numpy(force=True) if x.requires_grad else x.numpy())
+    try:
+        y = forward(x.numpy(force=True) if x.requires_grad else x.numpy())
+    except RuntimeError:  # a negative-bit view (z.conj().imag), resolved by the general route
+        if not x.is_neg():
+            raise
+        return None
     return torch.from_numpy(y if type(y) is np.ndarray else np.asarray(y))
