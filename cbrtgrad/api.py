@@ -4,7 +4,9 @@ A small plain float array that the automatic choice sends to the ``cpu``
 backend is one call of that backend's numpy ufunc (the hot path at the top
 of each function). Any other call (1) hands over to an argument that
 overrides cbrtgrad functions (``__cbrtgrad_function__``, as graph-engine
-tensors do), (2) writes a half-precision ``out=`` rounded once in it, (3)
+tensors do; ``cbrt(x)`` without keywords first looks ``cbrt`` up in the
+type's ``__cbrtgrad_functions__`` table, when it has one, and calls what it
+finds with ``x``), (2) writes a half-precision ``out=`` rounded once in it, (3)
 decides the compute dtype (:func:`cbrtgrad._dtypes.compute_dtype_of`) and
 checks ``where=``, (4) picks a backend from the registry and (5) on the
 ``cpu`` backend hands the call to numpy's ufunc machinery
@@ -196,10 +198,20 @@ def cbrt(
                     check_out(out, (x,), x.dtype)  # cbrtgrad's words for what numpy refused
                     raise
     if type(x) is not ndarray:
+        if out is None and where is True and dtype is None and backend is None:
+            # NOTE: hot path: a Tensor's own call. A type whose
+            # ``__cbrtgrad_functions__`` maps cbrt to its implementation gets
+            # it called with x, without the hook's frame (0.2 us of the
+            # engine's one-element step); the Tensor's hook reads that table too.
+            direct = getattr(type(x), "__cbrtgrad_functions__", None)
+            if direct is not None:
+                impl = direct.get(cbrt)
+                if impl is not None:
+                    return impl(x)
         hook = getattr(type(x), "__cbrtgrad_function__", None)
         if hook is not None:
             if out is None and where is True and dtype is None and backend is None:
-                overridden = hook(x, cbrt, (x,), {})  # NOTE: hot path: a Tensor's own call
+                overridden = hook(x, cbrt, (x,), {})
             else:
                 kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
                 overridden = hook(x, cbrt, (x,), kwargs)

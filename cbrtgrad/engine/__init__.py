@@ -13,7 +13,7 @@ True
 # Each op module enters its functions in the op table (op_table.py) when
 # imported, and Tensor dispatches through it: importing them all here is
 # what makes every Tensor operator and method work.
-from . import cube_root, graph, ops, shape_ops  # noqa: F401 (they fill the op table)
+from . import cube_root, graph, methods, ops, shape_ops  # noqa: F401 (they fill the op table)
 from .cube_root import CubeRootBackward, CubeRootGradBackward
 from .functional import grad, value_and_grad
 from .grad_mode import autocast, detect_anomaly, enable_grad, no_grad
@@ -37,6 +37,9 @@ from .shape_ops import (
     SumToBackward,
 )
 from .tensor import Tensor
+
+# The table's method functions become Tensor's methods (one call, not two: methods.bind).
+methods.bind(Tensor)
 
 __all__ = [
     "AddBackward",

@@ -94,12 +94,13 @@ class CubeRootBackward(Node):
         A host ``y`` is given as a read-only alias (``versions.alias``): a
         write into it would change the gradient unseen by the version check.
         """
-        if not self.saved:
+        checks = self._checks
+        if not checks:  # None once released
             return None
         y = self.saved[0]
         if type(y) is not np.ndarray:
             return y  # a dask array (never written) or a device array (see docs/engine.md)
-        return alias(y, self._checks[0][0], writable=False)
+        return alias(y, checks[0][0], writable=False)
 
     @staticmethod
     def forward(backend: Any, x: Any, *, dtype: Any = None) -> Any:
@@ -179,7 +180,9 @@ class CubeRootBackward(Node):
             # bits as the plain backward); ``y`` is the saved output
             # re-attached to this node, so d/dx flows through it.
             yt = Tensor._make(y, self)
-            counter = self._checks[0][0]
+            checks = self._checks
+            assert checks is not None  # the walk calls no released node's vjp
+            counter = checks[0][0]
             yt._version = getattr(counter, "version", counter)  # a LazyVersion wraps it
             return (_record_grad(g, yt, self.backend),)
         # The fast kernel, from the saved output; the cube root is never re-run.

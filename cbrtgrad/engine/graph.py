@@ -61,6 +61,9 @@ def _check_anomaly(node: Node, g: Any, grads: tuple[Any, ...]) -> None:
 
 #: ``stop`` when no ``inputs=`` are given: empty, and falsy for the loop's check.
 _NO_STOP: frozenset[Any] = frozenset()
+#: The walk's heap and node gradients until a node has several inputs (see propagate).
+_NO_HEAP: Any = ()
+_NO_GRADS: Any = None
 
 
 def _send(
@@ -130,7 +133,13 @@ def propagate(
     leaves: dict[Any, Any]
     grads: dict[Node, Any]
     heap: list[tuple[int, Node]]
-    leaves, grads, heap = ({}, {}, []) if sent is None else sent
+    if sent is None:
+        # NOTE: hot path: a chain needs no heap nor node gradients; they are
+        # made when a node first has two inputs (the shared empty tuple is
+        # falsy as the empty heap is, and nothing is added to it).
+        leaves, grads, heap = {}, _NO_GRADS, _NO_HEAP
+    else:
+        leaves, grads, heap = sent
     anomaly = _anomaly_enabled()
     while node is not None or heap:
         # NOTE: hot path: one pass per node, everything it needs read once.
@@ -144,23 +153,24 @@ def propagate(
             if not beyond:
                 node = None
                 continue
-        if node.released:
+        checks = node._checks
+        if checks:  # NOTE: hot path: no loop for a node that saved no tensor
+            for version, expected in checks:
+                if version.value != expected:
+                    node.check_versions()  # raises, naming the node and the versions
+        elif checks is None:  # Node.released
             raise RuntimeError(
                 f"cbrtgrad: trying to backward through the graph a second time: the values "
                 f"saved by {type(node).__name__} were freed by the first backward; pass "
                 "retain_graph=True to that backward to keep them"
             )
-        for version, expected in node._checks:
-            if version.value != expected:
-                node.check_versions()  # raises, naming the node and the versions
         out = node.vjp(g)
         if anomaly:
             _check_anomaly(node, g, out)
         if not retain_graph:
             # This walk will not come back to it: Node.release, inlined (hot path).
             node.saved = ()
-            node._checks = ()
-            node.released = True
+            node._checks = None
         edges = node.next_functions
         if len(edges) == 1 and not heap:
             # NOTE: hot path: a chain. With the heap empty no other node holds a
@@ -176,6 +186,8 @@ def propagate(
                 node = None
             continue
         node = None
+        if heap is _NO_HEAP:
+            grads, heap = {}, []
         _send(edges, out, leaves, grads, heap)
     return leaves
 
@@ -192,7 +204,7 @@ def _seed(root: Tensor, gradient: Any, create_graph: bool) -> Any:
         if type(data) is StandardArray:
             seed: Any = data.full_like(1.0)
         else:
-            seed = np.array(1, data.dtype)  # NOTE: hot path: cheaper than np.ones
+            seed = np.array(1.0, data.dtype)  # NOTE: cheaper than np.ones
             if data.ndim:
                 seed = seed.reshape(data.shape)
     else:
@@ -261,8 +273,14 @@ def _as_grad(g: Any, t: Tensor, fresh: bool) -> Any:
 
 
 @routes(method="backward")
-def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_graph: bool) -> None:
-    """``Tensor.backward``: accumulate into the leaves' ``.grad``."""
+def backward(
+    root: Tensor,
+    gradient: Any = None,
+    *,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+) -> None:
+    """``Tensor.backward``: accumulate into the leaves' ``.grad`` (docstring: methods.Methods)."""
     if not root._requires_grad:
         raise RuntimeError(
             "cbrtgrad: backward() on a tensor that does not require grad (no input of its "
@@ -270,7 +288,9 @@ def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_grap
         )
     data = root._data
     if gradient is None and not create_graph and type(data) is np.ndarray and data.size == 1:
-        seed = np.array(1, data.dtype)  # NOTE: hot path: _seed's plain one-element case
+        # NOTE: hot path: _seed's plain one-element case (1.0: a float
+        # converts for less than an int).
+        seed = np.array(1.0, data.dtype)
         if data.ndim:
             seed = seed.reshape(data.shape)
     else:
@@ -290,19 +310,21 @@ def backward(root: Tensor, gradient: Any, retain_graph: bool | None, create_grap
         if len(leaves) == 1 and gradient is None:
             # NOTE: hot path: one leaf, no .grad yet, and a gradient the walk
             # made itself, of the leaf's shape and dtype and aliasing nothing
-            # (what _as_grad keeps as it is): stored without a call.
-            for leaf, g in leaves.items():
-                data = leaf._data
-                if (
-                    leaf.grad is None
-                    and type(g) is np.ndarray
-                    and g.base is None
-                    and g.shape == data.shape
-                    and g.dtype == data.dtype
-                    and g.flags.writeable
-                ):
-                    leaf.grad = g
-                    return
+            # (what _as_grad keeps as it is): stored without a call. (The
+            # dtypes compared by identity: an equal dtype that is another
+            # object takes the general route.)
+            [(leaf, g)] = leaves.items()
+            data = leaf._data
+            if (
+                leaf.grad is None
+                and type(g) is np.ndarray
+                and g.base is None
+                and g.dtype is data.dtype
+                and g.shape == data.shape
+                and g.flags.writeable
+            ):
+                leaf.grad = g
+                return
         assigned: set[int] = set()
         for leaf, g in leaves.items():
             g = _as_grad(g, leaf, raw(g) is not raw(gradient) and id(g) not in assigned)

@@ -3,11 +3,16 @@
 A mixin of :class:`~cbrtgrad.Tensor`, as :mod:`.operators` is for Python's
 operators: each method runs the function the op table (op_table.py) holds
 under its name, entered there by the op modules (which import tensor.py, so
-tensor.py imports none of them).
+tensor.py imports none of them). Once they are loaded, :func:`bind` makes
+each of those functions the Tensor method itself (it has the signature
+declared here, and gets this docstring), so that a call is one Python call,
+not two: the methods below are the declarations (signature, documentation,
+typing) and what runs before :func:`bind`.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Self
 
 from .op_table import METHODS
@@ -44,7 +49,7 @@ class Methods:
         >>> cg.Tensor(np.ones((2, 3))).sum(axis=0)
         Tensor([2., 2., 2.])
         """
-        return _METHOD["sum"](self, axis, dtype, out, keepdims)
+        return _METHOD["sum"](self, axis, dtype, out, keepdims=keepdims)
 
     def mean(
         self, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
@@ -70,7 +75,7 @@ class Methods:
         >>> np.mean(cg.Tensor(np.array([1.0, 2.0, 6.0])))
         Tensor(3.)
         """
-        return _METHOD["mean"](self, axis, dtype, out, keepdims)
+        return _METHOD["mean"](self, axis, dtype, out, keepdims=keepdims)
 
     def reshape(self, *shape: Any) -> Self:
         """The same values in a new shape (differentiable).
@@ -90,9 +95,7 @@ class Methods:
         >>> cg.Tensor(np.arange(4.0)).reshape(2, 2).shape
         (2, 2)
         """
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        return _METHOD["reshape"](self, shape)
+        return _METHOD["reshape"](self, *shape)
 
     def astype(self, dtype: Any) -> Self:
         """A differentiable cast to a float dtype (the gradient is cast back).
@@ -147,4 +150,32 @@ class Methods:
         >>> x.grad
         array([0.08333333])
         """
-        _METHOD["backward"](self, gradient, retain_graph, create_graph)
+        _METHOD["backward"](self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+
+
+def _parameters(function: Any) -> list[tuple[str, Any, Any]]:
+    # What a caller sees of a method: its parameters after the first (self).
+    parameters = list(inspect.signature(function).parameters.values())[1:]
+    return [(p.name, p.kind, p.default) for p in parameters]
+
+
+def bind(cls: type) -> None:
+    """Make each function of the op table's ``METHODS`` the method of ``cls`` it implements.
+
+    NOTE: hot path: ``t.sum()`` and ``t.backward()`` then call the op
+    function directly, without the forwarding method's frame (about 0.1 us
+    each, a tenth of what the one-element step is over its goal before
+    this: docs/engine.md, "Performance"). Each function must take the
+    parameters the declaration in :class:`Methods` takes (checked here, at
+    import), and gets its docstring, so the documented method is what runs.
+    """
+    for name, function in METHODS.items():
+        declared = getattr(Methods, name)
+        if _parameters(function) != _parameters(declared):
+            raise TypeError(
+                f"cbrtgrad: the op function for Tensor.{name} takes "
+                f"{inspect.signature(function)}; expected the parameters of "
+                f"Methods.{name}{inspect.signature(declared)}"
+            )
+        function.__doc__ = declared.__doc__
+        setattr(cls, name, function)

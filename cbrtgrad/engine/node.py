@@ -44,7 +44,7 @@ class Node:
         numpy's own arithmetic); the gradient kernels run on it too.
     """
 
-    __slots__ = ("next_functions", "sequence_nr", "saved", "_checks", "released", "backend")
+    __slots__ = ("next_functions", "sequence_nr", "saved", "_checks", "backend")
 
     schema: ClassVar[OpSchema]
     forward: ClassVar[Callable[..., Any]]
@@ -58,8 +58,9 @@ class Node:
     next_functions: tuple[Any, ...]
     sequence_nr: int
     saved: tuple[Any, ...]
-    _checks: tuple[tuple[Any, int], ...]
-    released: bool
+    #: ``(counter, value)`` per saved value; None once released (NOTE: hot
+    #: path: the backward walk reads one attribute for both).
+    _checks: tuple[tuple[Any, int], ...] | None
     backend: Any
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -95,9 +96,14 @@ class Node:
         """The saved arrays (for the plain backward and for anomaly mode)."""
         return tuple(t._data if type(t) is Tensor else t for t in self.saved)
 
+    @property
+    def released(self) -> bool:
+        """Whether the saved values were freed (by a backward without ``retain_graph``)."""
+        return self._checks is None
+
     def check_versions(self) -> None:
         """Raise if a saved tensor was written in place after the forward."""
-        for version, expected in self._checks:
+        for version, expected in self._checks or ():
             if version.value != expected:
                 raise RuntimeError(
                     f"cbrtgrad: a value saved by {type(self).__name__} (op "
@@ -109,8 +115,7 @@ class Node:
     def release(self) -> None:
         """Free the saved values (after a backward without ``retain_graph``)."""
         self.saved = ()
-        self._checks = ()
-        self.released = True
+        self._checks = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"

@@ -95,14 +95,21 @@ def apply(cls: type[Node], inputs: tuple[Any, ...], backend: Any = None, **param
 
 
 def record_node(
-    cls: type[Node], inputs: tuple[Any, ...], data: Any, backend: Any, params: dict[str, Any]
+    cls: type[Node],
+    inputs: tuple[Any, ...],
+    data: Any,
+    backend: Any,
+    params: dict[str, Any],
+    save: bool = True,
 ) -> Tensor:
     """The output Tensor of op ``cls`` with its node: edges, what the schema saves, checks.
 
     ``data`` is the op's forward on ``inputs`` (an ndarray, dask array or
     StandardArray), and a gradient is recorded: an input requires grad and
     grad mode is on. :func:`apply` ends here; an op's own hot path that ran
-    its forward itself (``cbrt`` on a small array) calls it directly.
+    its forward itself (``cbrt`` on a small array) calls it directly, and
+    with ``save=False`` sets the node's own fields itself instead of its
+    ``save`` (the full ``.sum()``: one call fewer).
     """
     node = _new(cls)
     if len(inputs) == 1:
@@ -111,7 +118,6 @@ def record_node(
     else:
         node.next_functions = tuple([edge_of(t) for t in inputs])
     node.sequence_nr = next_sequence_nr()
-    node.released = False
     node.backend = backend
     # NOTE: hot path: Tensor._make, inlined.
     out: Tensor = _new(Tensor)
@@ -131,7 +137,7 @@ def record_node(
     else:
         node.saved = ()
         node._checks = ()
-    if cls.keeps_more:  # NOTE: hot path: no call for an op with nothing more to keep
+    if save and cls.keeps_more:  # NOTE: hot path: no call for an op with nothing more to keep
         node.save(inputs, out, backend, params)
     return out
 

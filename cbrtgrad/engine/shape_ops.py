@@ -45,11 +45,18 @@ def _one_element_sum(a: np.ndarray) -> np.ndarray | None:
 
     NOTE: numpy's reduction of one element adds it to the identity 0.0 (so
     -0.0 gives 0.0 and a signalling nan is quieted): that one add gives the
-    same bits in a third of the time (hot path: a one-element loss).
+    same bits (hot path: a one-element loss). It is done on the Python float
+    (an IEEE double add, as numpy's loop; a float32 value widens, adds 0.0
+    and narrows back exactly), which costs less than a ufunc call and a
+    reshape; a nan takes numpy's add, which quiets a signalling one and
+    raises its invalid flag under numpy's errstate, as the reduction does.
     """
     zero = _ZEROS.get(a.dtype)
     if zero is None:
         return None
+    value = a.item()
+    if value == value:  # not a nan
+        return np.array(value + 0.0, a.dtype)
     return np.add(a, zero).reshape(())
 
 
@@ -218,9 +225,9 @@ def _axes(a: Tensor, axis: Any) -> tuple[int, ...] | None:
 
 @routes(method="sum")
 def _sum_method(
-    a: Tensor, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+    a: Tensor, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
 ) -> Tensor:
-    """``Tensor.sum``."""
+    """``Tensor.sum`` (its docstring: methods.Methods.sum)."""
     if axis is None and dtype is None and out is None and keepdims is False:
         data = a._data
         if type(data) is np.ndarray:
@@ -232,7 +239,14 @@ def _sum_method(
                 if type(total) is not np.ndarray:
                     total = np.asarray(total)  # a numpy scalar (numpy < 2.3, a backend's sum)
             if a._requires_grad and _grad_enabled():
-                return record_node(SumBackward, (a,), total, None, _ALL_AXES)
+                # NOTE: hot path: SumBackward.save's case for all axes of an
+                # ndarray, without its call.
+                out = record_node(SumBackward, (a,), total, None, _ALL_AXES, save=False)
+                node = out.grad_fn
+                node.in_shape = shape = data.shape
+                node.kept_shape = (1,) * len(shape)
+                node.chunks = None
+                return out
             return Tensor._make(total, None)
         return apply(SumBackward, (a,), axis=None, keepdims=False)
     return reduce(SumBackward, a, axis, dtype, out, keepdims)
@@ -240,9 +254,9 @@ def _sum_method(
 
 @routes(method="mean")
 def _mean_method(
-    a: Tensor, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False
+    a: Tensor, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False
 ) -> Tensor:
-    """``Tensor.mean``."""
+    """``Tensor.mean`` (its docstring: methods.Methods.mean)."""
     return reduce(MeanBackward, a, axis, dtype, out, keepdims)
 
 
@@ -276,8 +290,10 @@ def mean(a: Tensor, axis: Any = None, *, keepdims: bool = False) -> Tensor:
 
 
 @routes(method="reshape")
-def reshape(a: Tensor, shape: Any) -> Tensor:
-    """``a`` with a new shape."""
+def reshape(a: Tensor, *shape: Any) -> Tensor:
+    """``a`` in a new shape, ``reshape(a, 2, 3)`` or ``reshape(a, (2, 3))`` (``Tensor.reshape``)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
     shape = a._data.reshape(shape).shape  # resolves -1 and checks the size
     return apply(ReshapeBackward, (a,), shape=shape)
 

@@ -107,6 +107,10 @@ class Tensor(Operators, Methods):
     grad_fn: Any  # a Node or None (node.py imports this module, not the reverse)
     _version: Version
 
+    #: What ``cbrtgrad.cbrt(tensor)`` without keywords calls directly (see
+    #: api.cbrt): the op table :meth:`__cbrtgrad_function__` reads too.
+    __cbrtgrad_functions__ = API_OPS
+
     # Tensor wins over ndarray in mixed binary operators.
     __array_priority__ = 1000
 

@@ -36,12 +36,19 @@ def test_one_element_sum_has_numpy_s_bits(dtype, shape):
             assert _bits(total.numpy()) == _bits(expected), (value, keepdims)
 
 
-def test_one_element_sum_quiets_a_signalling_nan_as_numpy_does():
-    a = np.array([0x7FF0000000000001], np.uint64).view(np.float64)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_one_element_sum_quiets_a_signalling_nan_as_numpy_does(dtype):
+    bits = (0x7F800001, np.uint32) if dtype == np.float32 else (0x7FF0000000000001, np.uint64)
+    a = np.array([bits[0]], bits[1]).view(dtype)
     with np.errstate(invalid="ignore"):
         expected = np.add.reduce(a, axis=None)
         total = cg.Tensor(a).sum()
     assert _bits(total.numpy()) == _bits(expected)
+    # The hot path leaves a nan to numpy's add: its invalid flag is raised as the reduction's is.
+    with pytest.warns(RuntimeWarning, match="invalid value"):
+        np.add.reduce(a, axis=None)
+    with pytest.warns(RuntimeWarning, match="invalid value"):
+        cg.Tensor(a).sum()
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -100,3 +107,84 @@ def test_tensor_of_an_owning_float_array_checks_requires_grad():
         cg.Tensor(np.ones(1, np.int64), requires_grad=True)
     t = cg.Tensor(a, requires_grad=True)
     assert t.data.base is not None and t.version == 0 and t.grad is None and t.grad_fn is None
+
+
+def test_tensor_methods_are_the_op_functions_with_the_declared_signatures():
+    # methods.bind: one call per method, documented as methods.Methods declares it.
+    import inspect
+
+    from cbrtgrad.engine.methods import Methods
+    from cbrtgrad.engine.op_table import METHODS
+
+    assert set(METHODS) == {"sum", "mean", "reshape", "astype", "backward"}
+    for name, function in METHODS.items():
+        method = getattr(cg.Tensor, name)
+        declared = getattr(Methods, name)
+        assert method is function and method.__doc__ == declared.__doc__
+        got = list(inspect.signature(method).parameters.values())[1:]
+        expected = list(inspect.signature(declared).parameters.values())[1:]
+        assert [(p.name, p.kind, p.default) for p in got] == [
+            (p.name, p.kind, p.default) for p in expected
+        ]
+
+
+def test_bind_refuses_an_op_function_that_takes_other_parameters(monkeypatch):
+    from cbrtgrad.engine import methods
+    from cbrtgrad.engine.op_table import METHODS
+
+    def wrong(a, axis=None, keepdims=False):
+        return a
+
+    class Target(methods.Methods):
+        pass
+
+    monkeypatch.setitem(METHODS, "sum", wrong)
+    with pytest.raises(TypeError, match=r"op function for Tensor\.sum takes .*expected"):
+        methods.bind(Target)
+
+
+def test_the_methods_forward_to_the_op_table_before_bind():
+    # What runs when bind has not replaced them (the declarations' own bodies).
+    from cbrtgrad.engine.methods import Methods
+
+    x = cg.Tensor(np.arange(6.0), requires_grad=True)
+    assert Methods.reshape(x, 2, 3).shape == (2, 3)
+    assert Methods.reshape(x, (3, 2)).shape == (3, 2)
+    total = Methods.sum(Methods.mean(x, keepdims=True), axis=0)
+    assert total.numpy() == 2.5 and Methods.astype(x, np.float32).dtype == np.float32
+    Methods.backward(total)
+    assert x.grad.tolist() == [1 / 6] * 6
+
+
+@pytest.mark.parametrize("shape", [(1,), (2, 3), ()])
+def test_the_full_sum_s_node_keeps_what_its_save_keeps(shape):
+    # _sum_method sets SumBackward's fields itself (record_node(save=False)).
+    from cbrtgrad.engine.recording import apply
+    from cbrtgrad.engine.shape_ops import SumBackward
+
+    t = cg.Tensor(np.ones(shape), requires_grad=True)
+    fast = t.sum().grad_fn
+    general = apply(SumBackward, (t,), axis=None, keepdims=False).grad_fn
+    for field in ("in_shape", "kept_shape", "chunks"):
+        assert getattr(fast, field) == getattr(general, field), field
+
+
+def test_a_type_s_function_table_is_called_without_its_hook_for_a_plain_cbrt():
+    calls = []
+
+    class Tabled:
+        __cbrtgrad_functions__ = {cg.cbrt: lambda x: ("table", x)}
+
+        def __cbrtgrad_function__(self, func, args, kwargs):
+            calls.append(kwargs)
+            return ("hook", func.__name__)
+
+    class Untabled(Tabled):
+        __cbrtgrad_functions__ = {}  # no entry for cbrt: the hook decides
+
+    x = Tabled()
+    assert cg.cbrt(x) == ("table", x) and calls == []
+    # With a keyword the hook decides, as for every other call.
+    assert cg.cbrt(x, backend="cpu") == ("hook", "cbrt")
+    assert calls[-1]["backend"] == "cpu"
+    assert cg.cbrt(Untabled()) == ("hook", "cbrt") and calls[-1] == {}
