@@ -1,5 +1,5 @@
 """What a Tensor may hold: data checked (:func:`tensor_data`), masked arrays refused
-(:func:`refuse_masked`).
+(:func:`refuse_masked`), host values made lazy beside dask data (:func:`lazy_like`).
 """
 
 from __future__ import annotations
@@ -48,3 +48,12 @@ def tensor_data(value: Any, name: str) -> Any:
         value = np.asarray(value)
     _dtypes.compute_dtype(value.dtype, name)
     return value
+
+
+def lazy_like(value: Any, like: Any) -> Any:
+    """``value`` as a dask array in the chunks of dask array ``like`` (as it is if already one)."""
+    if is_dask_array(value):
+        return value
+    import dask.array as da
+
+    return da.from_array(np.asarray(value), chunks=like.chunks)

@@ -125,18 +125,20 @@ def record_node(
     out._requires_grad = True
     out.grad = None
     out.grad_fn = node
-    version = out._version = Version()
     # What to save is schema data (read as Node.__init_subclass__ kept it).
     if cls.saves_output:
+        version = out._counter = Version()
         node.saved = (data,)
         # NOTE: hot path: version_check's ndarray case inlined (a new tensor is at version 0).
         node._checks = ((version, 0),) if type(data) is np.ndarray else (version_check(out),)
-    elif cls.saves_input:
-        node.saved = inputs
-        node._checks = _input_checks(inputs)
     else:
-        node.saved = ()
-        node._checks = ()
+        out._counter = None  # made when first read (versions.tensor_counter)
+        if cls.saves_input:
+            node.saved = inputs
+            node._checks = _input_checks(inputs)
+        else:
+            node.saved = ()
+            node._checks = ()
     if save and cls.keeps_more:  # NOTE: hot path: no call for an op with nothing more to keep
         node.save(inputs, out, backend, params)
     return out

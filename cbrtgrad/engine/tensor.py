@@ -9,11 +9,19 @@ import numpy as np
 from .._array_kinds import is_dask_array
 from . import grad_mode
 from .array_api import StandardArray, is_standard_array, refuse_host_copy
-from .data import tensor_data
+from .data import lazy_like, tensor_data
 from .methods import Methods
 from .op_table import API_OPS, UFUNC_OPS
 from .operators import Operators
-from .versions import DataView, Version, alias, counter_of, write_target
+from .versions import (
+    DataView,
+    Version,
+    alias,
+    counter_of,
+    set_tensor_counter,
+    tensor_counter,
+    write_target,
+)
 
 # The operators that record ops run the functions the op modules
 # entered in the op table (op_table.py): those modules import this one, so
@@ -99,13 +107,15 @@ class Tensor(Operators, Methods):
     <SumBackward>
     """
 
-    __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_version", "__weakref__")
+    __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_counter", "__weakref__")
 
     _data: Any  # an ndarray, a dask array or a StandardArray
     _requires_grad: bool
     grad: Any
     grad_fn: Any  # a Node or None (node.py imports this module, not the reverse)
-    _version: Version
+    _counter: Version | None  # None until the counter is first read
+    #: The version counter (made on its first read: versions.tensor_counter).
+    _version = property(tensor_counter, set_tensor_counter)
 
     #: What ``cbrtgrad.cbrt(tensor)`` without keywords calls directly (see
     #: api.cbrt): the op table :meth:`__cbrtgrad_function__` reads too.
@@ -123,13 +133,12 @@ class Tensor(Operators, Methods):
             # no other tensor's (adopt's other cases) and of a dtype that can
             # require grad (the setter's checks).
             self._data = data
-            self._version = Version()
+            self._counter = None
             if requires_grad is True or requires_grad is False:
                 self._requires_grad = requires_grad
                 return
         else:
-            self._data, version = adopt(data, "data")
-            self._version = Version() if version is None else version
+            self._data, self._counter = adopt(data, "data")
         self.requires_grad = requires_grad
 
     @staticmethod
@@ -141,7 +150,7 @@ class Tensor(Operators, Methods):
         t._requires_grad = grad_fn is not None
         t.grad = None
         t.grad_fn = grad_fn
-        t._version = Version()
+        t._counter = None
         return t
 
     # -- attributes ---------------------------------------------------------
@@ -361,7 +370,7 @@ class Tensor(Operators, Methods):
                     f"cbrtgrad: cannot cast the in-place result of dtype {new.dtype} to "
                     f"{self.dtype} (casting rule 'same_kind')"
                 )
-            self._data = _lazy_like(new._data, self._data).astype(self.dtype, copy=False)
+            self._data = lazy_like(new._data, self._data).astype(self.dtype, copy=False)
         else:
             np.copyto(self._data, new._data, casting="same_kind")
         self._version.value += 1
@@ -387,11 +396,3 @@ def _restore(data: Any, requires_grad: bool, grad: Any) -> Tensor:
     t = Tensor(data, requires_grad=requires_grad)
     t.grad = grad
     return t
-
-
-def _lazy_like(value: Any, like: Any) -> Any:
-    if is_dask_array(value):
-        return value
-    import dask.array as da
-
-    return da.from_array(np.asarray(value), chunks=like.chunks)

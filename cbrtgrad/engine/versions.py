@@ -19,6 +19,7 @@ a tensor's memory (``Tensor(...)`` of it shares that counter).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -29,12 +30,48 @@ from .._array_kinds import is_dask_array
 class Version:
     """A mutable counter shared by a tensor and every view of its data.
 
-    NOTE: hot path (every tensor has one): no ``__init__`` and no slots; a
-    new counter reads the class's 0 until its first write, so making one is
-    a third cheaper.
+    NOTE: hot path (every tensor whose counter is read has one:
+    :func:`tensor_counter`): no ``__init__`` and no slots; a new counter
+    reads the class's 0 until its first write, so making one is a third
+    cheaper.
     """
 
     value: int = 0
+
+
+#: Serialises the first read of a tensor's counter (see :func:`tensor_counter`).
+_COUNTER_LOCK = threading.Lock()
+
+
+def tensor_counter(t: Any) -> Version:
+    """``t._version``: the tensor's counter, made on its first read.
+
+    NOTE: hot path: most tensors a step makes (a leaf whose input is not
+    saved, a loss) never have their counter read, so the engine stores None
+    (``_counter``) and the counter is made here when first asked for: two
+    counters fewer per one-element step. The lock makes two threads reading
+    a new tensor's counter at once get the same one (a node keeping the
+    other would miss a write counted by the first).
+
+    Examples
+    --------
+    >>> import numpy as np, cbrtgrad as cg
+    >>> t = cg.Tensor(np.ones(2))
+    >>> t._counter is None, tensor_counter(t) is t._version is t._counter
+    (True, True)
+    """
+    counter: Version | None = t._counter
+    if counter is None:
+        with _COUNTER_LOCK:
+            counter = t._counter
+            if counter is None:
+                counter = t._counter = Version()
+    return counter
+
+
+def set_tensor_counter(t: Any, counter: Version) -> None:
+    """``t._version = counter``: the tensor's data is memory that ``counter`` counts."""
+    t._counter = counter
 
 
 class _Alias:
@@ -145,9 +182,10 @@ class LazyVersion:
 def version_check(t: Any) -> tuple[Any, int]:
     """``(counter, value now)`` for a node to check a saved tensor (a Tensor) against later."""
     data = t._data
+    counter = t._version  # made on its first read (tensor_counter): read once
     if type(data) is not np.ndarray and is_dask_array(data):
-        return LazyVersion(t._version, data), t._version.value
-    return t._version, t._version.value
+        return LazyVersion(counter, data), counter.value
+    return counter, counter.value
 
 
 class DataView(np.ndarray):

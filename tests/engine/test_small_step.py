@@ -188,3 +188,44 @@ def test_a_type_s_function_table_is_called_without_its_hook_for_a_plain_cbrt():
     assert cg.cbrt(x, backend="cpu") == ("hook", "cbrt")
     assert calls[-1]["backend"] == "cpu"
     assert cg.cbrt(Untabled()) == ("hook", "cbrt") and calls[-1] == {}
+
+
+def test_a_tensor_s_counter_is_made_once_when_threads_read_it_first():
+    # versions.tensor_counter: the counter is made on its first read, under a lock.
+    import sys
+    import threading
+
+    tensors = [cg.Tensor(np.ones(1)) for _ in range(2000)]
+    assert all(t._counter is None for t in tensors)
+    seen = [[] for _ in range(4)]
+    barrier = threading.Barrier(len(seen))
+
+    def read(into):
+        barrier.wait()
+        into.extend(t._version for t in tensors)
+
+    threads = [threading.Thread(target=read, args=(s,)) for s in seen]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    for i, t in enumerate(tensors):
+        assert all(s[i] is t._version for s in seen)
+
+
+def test_a_counter_made_late_still_sees_writes_through_data():
+    # A leaf's counter is first read by the node saving it, then by the write.
+    x = cg.Tensor(np.array([2.0, 3.0]), requires_grad=True)
+    assert x._counter is None
+    y = x * x
+    assert x._counter is not None and x.version == 0
+    with no_grad():
+        x.data[0] = 5.0
+    assert x.version == 1
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.sum().backward()
