@@ -13,6 +13,7 @@ typing) and what runs before :func:`bind`.
 from __future__ import annotations
 
 import inspect
+import types
 from typing import Any, Self
 
 from .op_table import METHODS
@@ -177,5 +178,28 @@ def bind(cls: type) -> None:
                 f"{inspect.signature(function)}; expected the parameters of "
                 f"Methods.{name}{inspect.signature(declared)}"
             )
-        function.__doc__ = declared.__doc__
-        setattr(cls, name, function)
+        setattr(cls, name, _as_method(function, cls, name, declared.__doc__))
+
+
+def _as_method(function: Any, cls: type, name: str, doc: str | None) -> Any:
+    # A copy of the op function, as the method ``cls.name``: the same code
+    # with its first parameter named ``self`` (the code reads it by position,
+    # so only the name changes) and the declared docstring; the op function
+    # itself keeps its own name, parameters and docstring.
+    code = function.__code__
+    first = code.co_varnames[0]
+    method = types.FunctionType(
+        code.replace(co_varnames=("self", *code.co_varnames[1:]), co_name=name),
+        function.__globals__,
+        name,
+        function.__defaults__,
+        function.__closure__,
+    )
+    method.__kwdefaults__ = function.__kwdefaults__
+    method.__annotations__ = {
+        ("self" if key == first else key): value for key, value in function.__annotations__.items()
+    }
+    method.__doc__ = doc
+    method.__module__ = cls.__module__
+    method.__qualname__ = f"{cls.__qualname__}.{name}"
+    return method

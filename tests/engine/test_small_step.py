@@ -120,7 +120,11 @@ def test_tensor_methods_are_the_op_functions_with_the_declared_signatures():
     for name, function in METHODS.items():
         method = getattr(cg.Tensor, name)
         declared = getattr(Methods, name)
-        assert method is function and method.__doc__ == declared.__doc__
+        # A copy of the op function's code, ``self`` first (numpydoc and help()
+        # read it as a method), with the declared docstring.
+        assert method.__code__.co_code == function.__code__.co_code
+        assert method.__doc__ == declared.__doc__ and method.__qualname__ == f"Tensor.{name}"
+        assert next(iter(inspect.signature(method).parameters)) == "self"
         got = list(inspect.signature(method).parameters.values())[1:]
         expected = list(inspect.signature(declared).parameters.values())[1:]
         assert [(p.name, p.kind, p.default) for p in got] == [
@@ -229,3 +233,17 @@ def test_a_counter_made_late_still_sees_writes_through_data():
     assert x.version == 1
     with pytest.raises(RuntimeError, match="modified in place"):
         y.sum().backward()
+
+
+def test_binding_leaves_the_op_functions_as_they_are():
+    # The op functions keep their own parameters and docstrings.
+    import inspect
+
+    from cbrtgrad.engine import recording, shape_ops
+    from cbrtgrad.engine.methods import Methods
+
+    assert shape_ops.sum.__doc__ != Methods.sum.__doc__
+    assert recording.cast.__doc__ != Methods.astype.__doc__
+    assert next(iter(inspect.signature(shape_ops.sum).parameters)) == "a"
+    x = cg.Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    assert x.sum(axis=0, keepdims=True).shape == (1, 3)
