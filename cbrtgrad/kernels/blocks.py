@@ -28,10 +28,12 @@ from .formulas import make_formulas
 from .formulas_f64 import MAGNITUDE_MASK64, PLAIN_F64_BEYOND, PLAIN_F64_LOWEST
 from .primitives import CPU_PRIMITIVES, f64_as_i64
 
-# NOTE: the float64 gradient's formulas stay inlined by numba: out of line
-# (inlined by LLVM), its ufunc ran 12 % slower (0.94 against 1.06 ns per
-# element on an AMD Zen 4, tools/compare_kernels_with_commit.py --kernel
-# grad); the forward's and the float32 gradient's ran as fast.
+# NOTE: the float64 gradient's formulas stay inlined by numba, but its exact
+# path for hard lanes: out of line (inlined by LLVM), its ufunc ran 12 %
+# slower (0.94 against 1.06 ns per element on an AMD Zen 4,
+# tools/compare_kernels_with_commit.py --kernel grad); the forward's and the
+# float32 gradient's ran as fast, and so does the gradient with its exact
+# path out of line (its first compile 4 to 7 % shorter).
 FORMULAS = make_formulas(
     CPU_PRIMITIVES,
     numba.njit(**_compile.FORMULA_OPTIONS),

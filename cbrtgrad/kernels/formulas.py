@@ -134,7 +134,8 @@ def make_formulas(
         The decorator that compiles a scalar (device) function for the target,
         e.g. ``numba.njit(inline="always")`` or ``numba.cuda.jit(device=True)``.
     gradient_f64_jit : callable, optional
-        The decorator for the float64 gradient's formulas; default ``jit``.
+        The decorator for the float64 gradient's formulas but its exact path
+        (which ``jit`` compiles); default ``jit``.
 
     Returns
     -------
@@ -151,6 +152,6 @@ def make_formulas(
     """
     return Formulas(
         **make_formulas_f64(prims, jit),
-        **make_grad_formulas_f64(prims, gradient_f64_jit or jit),
+        **make_grad_formulas_f64(prims, gradient_f64_jit or jit, exact_jit=jit),
         **make_formulas_f32(prims, jit),
     )

@@ -37,13 +37,22 @@ GRAD_REFINED_LOWEST64 = _GRAD_LO64
 GRAD_REFINED_BEYOND64 = _GRAD_HI64
 
 
-def make_grad_formulas_f64(prims: Any, jit: Callable[[Callable[..., Any]], Any]) -> dict[str, Any]:
+def make_grad_formulas_f64(
+    prims: Any,
+    jit: Callable[[Callable[..., Any]], Any],
+    exact_jit: Callable[[Callable[..., Any]], Any] | None = None,
+) -> dict[str, Any]:
     """Compile the float64 gradient formulas against one target's primitives.
 
     Parameters
     ----------
     prims, jit
         As for :func:`cbrtgrad.kernels.formulas.make_formulas`.
+    exact_jit : callable, optional
+        The decorator for the exact path of hard lanes (``cube_root_grad_f64_exact``
+        and its exact rounding test); default ``jit``. The CPU compiles it out
+        of line (it is rare, and not in a vector loop) while the fast path is
+        inlined into the loops (kernels/blocks.py).
 
     Returns
     -------
@@ -60,7 +69,8 @@ def make_grad_formulas_f64(prims: Any, jit: Callable[[Callable[..., Any]], Any])
     1.0
     """
     fma = prims.fma
-    above_midpoint_times_square = make_exact_rounding(prims, jit).above_midpoint_times_square
+    exact_jit = exact_jit or jit
+    above_midpoint_times_square = make_exact_rounding(prims, exact_jit).above_midpoint_times_square
     mul = prims.mul
     add = prims.add
     sub = prims.sub
@@ -139,7 +149,7 @@ def make_grad_formulas_f64(prims: Any, jit: Callable[[Callable[..., Any]], Any])
         # out of this vector loop, as cube_root_grad_f64 does.
         return add(q, t) if use else q, up != down
 
-    @jit
+    @exact_jit
     def cube_root_grad_f64_exact(g, y):  # type: ignore[no-untyped-def]
         # For a hard lane: the correctly rounded quotient is one of the two
         # adjacent roundings up and down, decided by the exact sign of
