@@ -286,9 +286,16 @@ def test_a_direct_kernel_call_errs_as_the_op_does(monkeypatch):
 
     g, y = torch.ones(2), torch.ones(2, dtype=F64)  # the public functions promote; these do not
     messages = []
-    for reaches in (_ops.reaches_cpu_kernel, lambda *tensors: False):
-        monkeypatch.setattr(_ops, "reaches_cpu_kernel", reaches)
-        monkeypatch.setattr(_ops, "reaches_float_kernel", reaches)
+
+    def never(*tensors):
+        return False
+
+    for reaches_cpu, reaches_float in (
+        (_ops.reaches_cpu_kernel, _ops.reaches_float_kernel),
+        (never, never),
+    ):
+        monkeypatch.setattr(_ops, "reaches_cpu_kernel", reaches_cpu)
+        monkeypatch.setattr(_ops, "reaches_float_kernel", reaches_float)
         for call in (_functions._grad, _functions.CubeRootGrad.apply):
             with pytest.raises(TypeError, match="cube_root_grad: g has dtype torch.float32") as e:
                 call(g, y)

@@ -78,16 +78,7 @@ def reaches_cpu_kernel(*tensors: Tensor) -> bool:
     >>> torch.func.vmap(lambda t: torch.tensor(reaches_cpu_kernel(t)))(torch.ones(2))
     tensor([False, False])
     """
-    for t in tensors:
-        if type(t) not in _PLAIN or not t.is_cpu:
-            return False
-    return not (
-        transforms_active()
-        or dispatch_modes()
-        or function_modes()
-        or tracing() is not None
-        or _autocast("cpu")
-    )
+    return reaches_float_kernel(*tensors) and not _autocast("cpu")
 
 
 def reaches_float_kernel(*tensors: Tensor) -> bool:

@@ -78,19 +78,14 @@ def untracked(*tensors: torch.Tensor) -> bool:
     transform, which :func:`._ops.reaches_cpu_kernel` also rules out). Such a
     call needs no Function.
     """
-    if _is_compiling():  # first: dynamo folds it, and traces none of the rest
-        return False
-    if torch.is_grad_enabled():
-        for t in tensors:
-            if t.requires_grad:
-                return False
-    if getattr(forward_ad, "_current_level", 0) >= 0:
-        return False
-    return _ops.reaches_cpu_kernel(*tensors)
+    return untracked_float(*tensors) and not torch.is_autocast_enabled("cpu")
 
 
 def untracked_float(*tensors: torch.Tensor) -> bool:
-    """:func:`untracked` for float32 and float64 tensors (:func:`._ops.reaches_float_kernel`)."""
+    """:func:`untracked` for float32 and float64 tensors (:func:`._ops.reaches_float_kernel`).
+
+    NOTE: hot path: CPU autocast is not asked (it leaves these dtypes as they are).
+    """
     if _is_compiling() or getattr(forward_ad, "_current_level", 0) >= 0:
         return False
     if torch.is_grad_enabled():
