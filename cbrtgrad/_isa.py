@@ -1,14 +1,18 @@
-"""The host CPU's vector ISA, as LLVM (through llvmlite) sees it, in one place.
+"""The vector ISA numba compiles the kernels for, as LLVM (through llvmlite) sees it, in one place.
 
 The kernels choose their SIMD width from this, the ``info`` and ``bench``
 commands print it beside every figure, and the tests read it to know which
 code path the machine runs. LLVM's feature list is what numba compiles for,
 so it is the right source (``/proc/cpuinfo`` exists only on Linux, and a
-hypervisor may hide flags there that LLVM also does not use).
+hypervisor may hide flags there that LLVM also does not use). That is the
+host CPU's, unless numba is told to compile for another: ``NUMBA_CPU_NAME``
+and ``NUMBA_CPU_FEATURES`` (a portable cache, or another CPU's code path
+run here), which numba's target follows and so does this.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,6 +40,10 @@ class HostIsa:
         Whether int64 <-> float64 conversions exist as vector instructions
         (AVX-512DQ on x86, every arm64): where they do not, LLVM turns each
         one into a scalar conversion per lane.
+    configured : bool
+        Whether ``NUMBA_CPU_NAME`` or ``NUMBA_CPU_FEATURES`` chose the
+        target rather than the host (the code then is another CPU's, run on
+        ``model``).
     """
 
     cpu: str
@@ -44,6 +52,7 @@ class HostIsa:
     vector_bits: int
     fma: bool
     packed_int64_float: bool
+    configured: bool = False
 
     def describe(self) -> str:
         """One line for tables: model, LLVM name, ISA and vector width.
@@ -53,7 +62,10 @@ class HostIsa:
         >>> "bit" in host_isa().describe()
         True
         """
-        model = self.model if self.model == self.cpu else f"{self.model} ({self.cpu})"
+        if self.configured:
+            model = f"{self.model}, compiling for {self.cpu} (NUMBA_CPU_NAME/NUMBA_CPU_FEATURES)"
+        else:
+            model = self.model if self.model == self.cpu else f"{self.model} ({self.cpu})"
         fma = ", FMA" if self.fma else ""
         return f"{model}; {self.name}{fma}, {self.vector_bits}-bit vectors"
 
@@ -114,9 +126,49 @@ def classify(cpu: str, features: dict[str, bool], machine: str, model: str = "")
     return HostIsa(cpu, model, "scalar", 0, "fma" in on, False)
 
 
+def parse_features(text: str) -> dict[str, bool]:
+    """LLVM's feature string, as ``NUMBA_CPU_FEATURES`` gives it, as a feature map.
+
+    Parameters
+    ----------
+    text : str
+        Comma-separated features, each ``+name`` (on) or ``-name`` (off).
+
+    Returns
+    -------
+    dict
+        ``{name: enabled}``.
+
+    Raises
+    ------
+    ValueError
+        For an entry without its ``+`` or ``-`` (numba would hand LLVM a
+        string it does not read as meant).
+
+    Examples
+    --------
+    >>> parse_features("+avx2,+fma,-avx512f")
+    {'avx2': True, 'fma': True, 'avx512f': False}
+    """
+    features = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        if entry[0] not in "+-" or len(entry) == 1:
+            raise ValueError(
+                f"NUMBA_CPU_FEATURES must be +name or -name entries separated by commas, "
+                f"got {entry!r} in {text!r}"
+            )
+        features[entry[1:]] = entry[0] == "+"
+    return features
+
+
 @lru_cache(maxsize=1)
 def host_isa() -> HostIsa:
-    """The host CPU's vector ISA, read once from LLVM.
+    """The vector ISA numba compiles for, read once from LLVM and numba's settings.
+
+    The host CPU's name and features, or those ``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES`` give, each on its own, as numba's CPU target takes
+    them (``numba.core.codegen.JITCPUCodegen``): the kernels' SIMD shape must be
+    the one for the code numba makes, not for the silicon under it.
 
     Returns
     -------
@@ -128,6 +180,13 @@ def host_isa() -> HostIsa:
     True
     """
     import llvmlite.binding as llvm
+    from numba.core import config
 
-    features = dict(llvm.get_host_cpu_features())
-    return classify(llvm.get_host_cpu_name(), features, platform.machine(), _cpu_model())
+    # numba sets these from its environment and config file at import.
+    name: str | None = getattr(config, "CPU_NAME", None)
+    text: str | None = getattr(config, "CPU_FEATURES", None)
+    features = parse_features(text) if text is not None else dict(llvm.get_host_cpu_features())
+    isa = classify(name or llvm.get_host_cpu_name(), features, platform.machine(), _cpu_model())
+    if name is None and text is None:
+        return isa
+    return dataclasses.replace(isa, configured=True)

@@ -272,3 +272,55 @@ def test_no_512_bit_instructions_without_avx512():
     # On AVX2 (or older) CPUs every kernel loop is 256 bits or narrower.
     for text in (*_kernel_loop_assembly().values(), _user_loop_assembly_here()):
         assert not re.search(r"%zmm\d+", text)
+
+
+def _features_without_avx512() -> str:
+    # This host's LLVM features with every AVX-512 one turned off: what an
+    # AVX2 CPU with the same other features (a Zen 1 to Zen 3) offers.
+    import llvmlite.binding as ll
+
+    entries = ll.get_host_cpu_features().flatten().split(",")
+    return ",".join(
+        "-" + entry[1:] if entry[1:].startswith(("avx512", "evex512")) else entry
+        for entry in entries
+    )
+
+
+_ISA_AND_SHAPE = """
+from cbrtgrad import _isa, _compile
+isa = _isa.host_isa()
+print(isa.cpu, isa.name, isa.vector_bits, isa.configured, _compile.loop_shape(512).width)
+print(isa.describe())
+"""
+
+
+@pytest.mark.skipif(
+    "+avx2" not in _features_without_avx512().split(","), reason="needs an x86 CPU with AVX2"
+)
+def test_the_kernels_follow_numbas_target_not_the_host():
+    # NUMBA_CPU_NAME/NUMBA_CPU_FEATURES make numba compile for another CPU:
+    # the kernels' SIMD shape follows that target (a Zen 1's code path, run
+    # on whatever x86 CPU runs the suite), not the silicon under it.
+    env = (("NUMBA_CPU_NAME", "znver1"), ("NUMBA_CPU_FEATURES", _features_without_avx512()))
+    done = subprocess.run(
+        [sys.executable, "-c", _ISA_AND_SHAPE],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **dict(env)),
+        check=True,
+    )
+    first, described = done.stdout.splitlines()
+    assert first.split() == ["znver1", "AVX2", "256", "True", "256"]
+    assert "compiling for znver1" in described
+    # The float64 forward as numba compiles it for that target: 256-bit.
+    sections = _assembly(env, _ASM_OF_THE_FLOAT64_FORWARD)
+    (loop,) = [s for s in sections if s.startswith("forward_loop_f")]
+    assert re.search(r"%ymm\d+", loop) and not re.search(r"%zmm\d+", loop)
+
+
+def test_a_malformed_numba_cpu_features_is_a_value_error():
+    from cbrtgrad._isa import parse_features
+
+    assert parse_features("+avx2, -avx512f,") == {"avx2": True, "avx512f": False}
+    with pytest.raises(ValueError, match="NUMBA_CPU_FEATURES must be"):
+        parse_features("+avx2,fma")
