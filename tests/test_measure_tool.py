@@ -50,6 +50,23 @@ def test_torch_without_torch_is_an_error_naming_the_extra(capsys, monkeypatch):
     assert "cbrtgrad[torch]" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("sizes", [(0,), (10**5, 2.5), (True,)])
+def test_torch_rows_name_a_bad_compile_size(sizes):
+    with pytest.raises(ValueError, match="compile_sizes must be ints >= 1"):
+        pytorch.torch_rows(repeat=1, compile_sizes=sizes)
+
+
+def test_bare_kernels_put_the_kernels_back_after_an_error():
+    pytest.importorskip("torch")
+    from cbrtgrad.torch import _host
+
+    kept = _host.cube_root, _host.cube_root_grad
+    with pytest.raises(KeyError), pytorch.bare_kernels():
+        assert _host.cube_root is not kept[0] and _host.cube_root_grad is not kept[1]
+        raise KeyError("inside")
+    assert (_host.cube_root, _host.cube_root_grad) == kept
+
+
 def test_mlx_threads_rows_are_printed_and_written(tmp_path, capsys, monkeypatch):
     # The wiring: the arguments reach tools.measuring.mlx_threads (measured by
     # its doctest), whose rows are printed and in the JSON.

@@ -14,7 +14,12 @@ same number of threads:
 * the first pair's bridge step under ``torch.compile`` and eager, with
   inductor (the default backend, whose generated code includes the sum) and
   with aot_eager (the same traced graphs run by PyTorch's own kernels: what
-  compiling costs or saves around the bridge's ops themselves).
+  compiling costs or saves around the bridge's ops themselves), at 10^6 and
+  10^5 elements, eager and both backends timed in turns; then the same
+  steps again with the bridge's CPU kernels replaced by bare allocations of
+  their results (:func:`bare_kernels`): what the step costs around the
+  kernels, eager and compiled (the same compiled graphs: the ops' kernels
+  call the replaced functions).
 
 ``ratio`` is cbrtgrad's time over the anchor's: below 1 is faster.
 """
@@ -30,6 +35,8 @@ import numpy as np
 from cbrtgrad.bench.timing import best_times
 
 LARGE = 1_000_000
+#: The sizes of the compiled rows.
+COMPILE_SIZES = (LARGE, 100_000)
 
 
 @contextmanager
@@ -47,6 +54,82 @@ def _threads_as_numba() -> Iterator[int]:
         torch.set_num_threads(before)
 
 
+@contextmanager
+def bare_kernels() -> Iterator[None]:
+    """The bridge's CPU kernels replaced by bare allocations of their results, while in the block.
+
+    ``cbrtgrad.torch._host.cube_root`` and ``cube_root_grad`` are what both
+    routes run: the eager ``Function``s call them directly, the compiled
+    graphs through the custom ops' kernels. Replaced, a step times all but
+    the kernels (PyTorch's autograd, the sum, the compiled runtime, the ops'
+    dispatch), with no recompile. A measuring device only: the results are
+    uninitialised memory.
+
+    Examples
+    --------
+    >>> import torch, cbrtgrad.torch as ct
+    >>> with bare_kernels():
+    ...     ct.cbrt(torch.ones(3, requires_grad=True)).shape
+    torch.Size([3])
+    >>> ct.cbrt(torch.tensor([8.0]))
+    tensor([2.])
+    """
+    import torch
+
+    from cbrtgrad.torch import _host
+
+    kept = _host.cube_root, _host.cube_root_grad
+
+    def cube_root(x: Any) -> Any:
+        return torch.empty(x.shape, dtype=x.dtype)
+
+    def cube_root_grad(g: Any, y: Any, shape: Any) -> Any:
+        return torch.empty(shape, dtype=y.dtype)
+
+    _host.cube_root, _host.cube_root_grad = cube_root, cube_root_grad
+    try:
+        yield
+    finally:
+        _host.cube_root, _host.cube_root_grad = kept
+
+
+def _size_name(size: int) -> str:
+    power = len(str(size)) - 1
+    return f"1e{power}" if size == 10**power and power > 1 else str(size)
+
+
+def _compiled_cases(
+    loss: Callable[[Any], Any],
+    backends: tuple[str, ...],
+    sizes: tuple[int, ...],
+    threads: int,
+    repeat: int,
+) -> list[tuple[str, float, str, float]]:
+    """Eager and compiled steps of ``loss`` per size, timed in turns, with and without kernels."""
+    import torch
+
+    cases = []
+    for size in sizes:
+        data = np.random.default_rng(0).standard_normal(size).astype(np.float32)
+        x = torch.from_numpy(data).requires_grad_(True)
+        steps = [_step(x, loss)]
+        for backend in backends:
+            # NOTE: dynamic=False: the second size would otherwise make dynamo
+            # recompile the same function with a symbolic size.
+            compiled = torch.compile(loss, fullgraph=True, backend=backend, dynamic=False)
+            steps.append(_step(x, compiled))
+            steps[-1]()  # compiles (inductor: some 20 s on 2 cores)
+        times = best_times(steps, repeat)
+        with bare_kernels():
+            bare = best_times(steps, repeat)
+        step = f"cbrt(x).sum().backward(), {_size_name(size)} float32, {threads} threads"
+        for backend, compiled_s, bare_s in zip(backends, times[1:], bare[1:], strict=True):
+            cases.append((f"{step}, torch.compile ({backend})", compiled_s, "eager", times[0]))
+            bare_case = "the same, kernels replaced by bare allocations"
+            cases.append((bare_case, bare_s, "eager, the same", bare[0]))
+    return cases
+
+
 def _step(x: Any, loss: Callable[[Any], Any]) -> Callable[[], None]:
     def run() -> None:
         x.grad = None
@@ -56,7 +139,9 @@ def _step(x: Any, loss: Callable[[Any], Any]) -> Callable[[], None]:
 
 
 def torch_rows(
-    repeat: int = 20, compile_backends: tuple[str, ...] = ("inductor", "aot_eager")
+    repeat: int = 20,
+    compile_backends: tuple[str, ...] = ("inductor", "aot_eager"),
+    compile_sizes: tuple[int, ...] = COMPILE_SIZES,
 ) -> list[dict[str, Any]]:
     """Time the PyTorch bridge against PyTorch's anchors (see the module's docstring).
 
@@ -65,7 +150,10 @@ def torch_rows(
     repeat : int, default 20
         Measurements per case; the best of each is reported.
     compile_backends : tuple of str, default ("inductor", "aot_eager")
-        ``torch.compile``'s backends, a compiled row each.
+        ``torch.compile``'s backends, two compiled rows each per size (with
+        the kernels, and with them replaced by bare allocations).
+    compile_sizes : tuple of int, default (10**6, 10**5)
+        The float32 sizes of the compiled rows.
 
     Returns
     -------
@@ -78,6 +166,8 @@ def torch_rows(
     ------
     ImportError
         Without PyTorch (the ``torch`` extra).
+    ValueError
+        For a ``repeat`` or a compile size that is not an int >= 1.
 
     Examples
     --------
@@ -87,6 +177,9 @@ def torch_rows(
     """
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"cbrtgrad: repeat must be an int >= 1, got {repeat!r}")
+    for size in compile_sizes:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"cbrtgrad: compile_sizes must be ints >= 1, got {compile_sizes!r}")
     import torch
 
     import cbrtgrad.torch as ct
@@ -121,11 +214,8 @@ def torch_rows(
             ("cbrtgrad.torch.cbrt(x), 1 element float32", one_s, "torch.exp(x)", exp_s),
             ("the same, x requiring grad", grad_s, "torch.exp(x)", exp_grad_s),
         ]
-        for backend in compile_backends:
-            compiled = torch.compile(bridge, fullgraph=True, backend=backend)
-            _step(x, compiled)()
-            compiled_s, again_s = best_times([_step(x, compiled), _step(x, bridge)], repeat)
-            cases.append((f"{step}, torch.compile ({backend})", compiled_s, "eager", again_s))
+        if compile_backends:
+            cases += _compiled_cases(bridge, compile_backends, compile_sizes, threads, repeat)
     return [
         {"case": case, "cbrtgrad_s": t, "anchor": anchor, "anchor_s": a, "ratio": t / a}
         for case, t, anchor, a in cases
