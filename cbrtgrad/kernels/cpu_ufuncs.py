@@ -24,7 +24,7 @@ from .. import _compile
 from . import SERIAL_BLOCK, lazy
 from .blocks import forward_block_f32, forward_block_f64
 from .fpstatus import FENV_MASK, raised_flags
-from .grad_blocks import grad_block, grad_block_flags
+from .grad_blocks import grad_block, grad_block_flags, grad_f64_at
 from .ufunc_loops import (
     LOOP_SIGNATURE,
     binary_block_loop,
@@ -133,7 +133,10 @@ def grad_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
     # block call to the next (kernels/grad_flags.py). NOTE: numpy calls a
     # ufunc's inner loop several times between its clear and its check of
     # the flags (buffered and multi-dimensional operands): they may be set.
-    binary_state_loop(grad_block_flags, args, dims, steps, np.float64(0), raised_flags(FENV_MASK))
+    # Contiguous operands go to the block loop by address (grad_f64_at: a
+    # call passing arrays cost a one-element call about 100 ns).
+    before = raised_flags(FENV_MASK)
+    binary_state_loop(grad_block_flags, args, dims, steps, np.float64(0), before, grad_f64_at)
 
 
 #: The ufuncs: name -> (number of inputs, docstring, kernel (for the SIMD

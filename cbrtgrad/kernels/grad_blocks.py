@@ -13,12 +13,14 @@ from typing import Any
 
 import numba
 import numpy as np
+from numba import carray
 from numba.extending import overload
 
 from .. import _compile
 from .blocks import FORMULAS, SECOND_PASS_BLOCK, _copy, _is_f32
 from .fpstatus import FENV_MASK, raised_flags
 from .grad_flags import AUDIT_BLOCK, audit
+from .ufunc_loops import data_pointer, keep_alive, pointer_address
 
 # NOTE: module globals, not FORMULAS' attributes: numba code reads a module's
 # globals as constants, and has no attribute access on a Python object.
@@ -212,18 +214,29 @@ def _grad_f32(g, y, dx):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**_compile.BLOCK_OPTIONS)
-def _grad_f64(g, y, dx, before):  # type: ignore[no-untyped-def]
-    # The float64 gradient by audit blocks (kernels/grad_flags.py): after
-    # each, the IEEE flags are read, and only if one was raised that was not
-    # set before (``before``, the <fenv.h> flags set before the first) the
-    # block's flags are set to the rule's. Returns the flags set at the end.
-    # The audit reads the block's inputs: in place they are the kept ones.
+def _grad_f64_from(g_at, y_at, dx_at, n, before, kept_g_at, kept_y_at, kept):  # type: ignore[no-untyped-def]
+    # The float64 gradient of n contiguous elements given by address, by
+    # audit blocks (kernels/grad_flags.py): after each, the IEEE flags are
+    # read, and only if one was raised that was not set before (``before``,
+    # the <fenv.h> flags set before the first) the block's flags are set to
+    # the rule's. Returns the flags set at the end. In place (dx is g or y)
+    # the kept buffers hold ``kept`` elements (0 otherwise), and the audit
+    # reads the block's inputs from them.
     # NOTE: in place, one audit block per block of the passes: kept buffers
     # for AUDIT_BLOCK elements (64 KiB) cost the in-place gradient 9 %, the
     # reads of the flags per block about 0.5 %.
-    n = y.shape[0]
-    kept_g, kept_y = _kept_buffers(g, y, dx, SECOND_PASS_BLOCK)
-    step = AUDIT_BLOCK if kept_g.shape[0] == 0 else SECOND_PASS_BLOCK
+    # NOTE: addresses, not arrays: numba counts references to the arrays a
+    # function is given (a call of NRT_incref or NRT_decref per array, per
+    # slice of it and per call it is passed to), even to numpy's memory,
+    # which has none to count; that cost a one-element call of the ufunc
+    # about 100 ns, a quarter of it. Arrays made here from addresses have no
+    # count, and LLVM drops the calls.
+    g = carray(g_at, (n,), np.float64)
+    y = carray(y_at, (n,), np.float64)
+    dx = carray(dx_at, (n,), np.float64)
+    kept_g = carray(kept_g_at, (kept,), np.float64)
+    kept_y = carray(kept_y_at, (kept,), np.float64)
+    step = AUDIT_BLOCK if kept == 0 else SECOND_PASS_BLOCK
     flags = before
     for start in range(0, n, step):
         stop = min(start + step, n)
@@ -231,11 +244,29 @@ def _grad_f64(g, y, dx, before):  # type: ignore[no-untyped-def]
         raised = raised_flags(FENV_MASK)
         if raised & ~flags:
             gs, ys = g[start:stop], y[start:stop]
-            if kept_g.shape[0] != 0:
+            if kept != 0:
                 gs, ys = kept_g[: stop - start], kept_y[: stop - start]
             flags = audit(gs, ys, dx[start:stop], flags, raised, nan_result)
         else:
             flags = raised
+    return flags
+
+
+@numba.njit(**_compile.BLOCK_OPTIONS)
+def grad_f64_at(g_at, y_at, dx_at, n, before):  # type: ignore[no-untyped-def]
+    # grad_block_flags over n contiguous float64 elements given by address
+    # (the float64 ufunc's loop calls it so: see _grad_f64_from), the kept
+    # buffers allocated here where dx is g or y.
+    at = pointer_address(dx_at)
+    if pointer_address(g_at) != at and pointer_address(y_at) != at:
+        return _grad_f64_from(g_at, y_at, dx_at, n, before, dx_at, dx_at, 0)
+    kept = min(n, SECOND_PASS_BLOCK)
+    kept_g = np.empty(kept, np.float64)
+    kept_y = np.empty(kept, np.float64)
+    flags = _grad_f64_from(
+        g_at, y_at, dx_at, n, before, data_pointer(kept_g), data_pointer(kept_y), kept
+    )
+    keep_alive(kept_g, kept_y)  # until here: the call above writes them
     return flags
 
 
@@ -253,7 +284,12 @@ def _overload_grad_with_flags(g, y, dx, before):  # type: ignore[no-untyped-def]
             return raised_flags(FENV_MASK)
 
         return single
-    return lambda g, y, dx, before: _grad_f64(g, y, dx, before)
+
+    def double(g, y, dx, before):  # type: ignore[no-untyped-def]
+        g_at, y_at, dx_at = data_pointer(g), data_pointer(y), data_pointer(dx)
+        return grad_f64_at(g_at, y_at, dx_at, y.shape[0], before)
+
+    return double
 
 
 def _grad_any(g: Any, y: Any, dx: Any) -> None:
@@ -270,7 +306,8 @@ def _overload_grad_any(g, y, dx):  # type: ignore[no-untyped-def]
         # NOTE: the flags set on entry are read, once per call: numpy calls a
         # ufunc's inner loop several times between its clear and its check
         # of the flags (buffered and multi-dimensional operands).
-        _grad_f64(g, y, dx, raised_flags(FENV_MASK))
+        g_at, y_at, dx_at = data_pointer(g), data_pointer(y), data_pointer(dx)
+        grad_f64_at(g_at, y_at, dx_at, y.shape[0], raised_flags(FENV_MASK))
 
     return double
 

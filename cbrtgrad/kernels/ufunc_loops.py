@@ -90,11 +90,39 @@ def _overlaps_elsewhere(a, b, size):  # type: ignore[no-untyped-def]
 
 
 @intrinsic
-def _pointer_address(typingctx, pointer):  # type: ignore[no-untyped-def]
+def pointer_address(typingctx, pointer):  # type: ignore[no-untyped-def]
+    """A void pointer as an integer (numba code only: numba compares no pointers)."""
+
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         return builder.ptrtoint(args[0], ir.IntType(64))
 
     return types.int64(types.voidptr), codegen
+
+
+@intrinsic
+def data_pointer(typingctx, array):  # type: ignore[no-untyped-def]
+    """The address of an array's first element, as a void pointer (numba code only).
+
+    The array must outlive every use of the address (:func:`keep_alive`).
+    """
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.bitcast(data, ir.IntType(8).as_pointer())
+
+    return types.voidptr(array), codegen
+
+
+@intrinsic
+def keep_alive(typingctx, first, second):  # type: ignore[no-untyped-def]
+    """Nothing, but numba keeps both arrays until this call (it frees one after its last use)."""
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return context.get_dummy_value()
+
+    return types.none(first, second), codegen
 
 
 def unary_block_loop(block: Any, args: Any, dims: Any, steps: Any, like: Any) -> None:
@@ -117,7 +145,7 @@ def _overload_unary_block_loop(block, args, dims, steps, like):  # type: ignore[
     def loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
         n = dims[0]
         if steps[0] == itemsize and steps[1] == itemsize:
-            x, y = _pointer_address(args[0]), _pointer_address(args[1])
+            x, y = pointer_address(args[0]), pointer_address(args[1])
             if not _overlaps_elsewhere(x, y, n * itemsize):
                 block(carray(args[0], (n,), numpy_type), carray(args[1], (n,), numpy_type))
                 return
@@ -171,33 +199,42 @@ def _overload_run_block(block, a, b, z, state):  # type: ignore[no-untyped-def]
     return lambda block, a, b, z, state: block(a, b, z, state)
 
 
-def binary_state_loop(block: Any, args: Any, dims: Any, steps: Any, like: Any, state: Any) -> Any:
+def binary_state_loop(
+    block: Any, args: Any, dims: Any, steps: Any, like: Any, state: Any, block_at: Any = None
+) -> Any:
     """:func:`binary_block_loop` around ``state = block(a, b, z, state)``; returns the last state.
 
     For a block function that carries a state from one call to the next in
     one inner-loop call (the float64 gradient's IEEE flags: read once per
     call, kernels/grad_flags.py); a ``state`` of None calls ``block(a, b, z)``.
+    ``block_at``, where given, is ``block`` over contiguous operands given by
+    address, ``state = block_at(a, b, z, n, state)``, called for them
+    instead (no arrays passed: no reference counts, see
+    :func:`cbrtgrad.kernels.grad_blocks.grad_f64_at`).
     """
     raise NotImplementedError("binary_state_loop is only callable from numba-compiled code")
 
 
 @overload(binary_state_loop, inline="always")
-def _overload_binary_state_loop(block, args, dims, steps, like, state):  # type: ignore[no-untyped-def]
+def _overload_binary_state_loop(block, args, dims, steps, like, state, block_at=None):  # type: ignore[no-untyped-def]
     dtype = numpy_support.as_dtype(like)
     load, store = _ACCESS[dtype]
     itemsize = dtype.itemsize
     numpy_type = dtype.type
+    by_address = block_at is not None and not isinstance(block_at, (types.NoneType, types.Omitted))
 
-    def loop(block, args, dims, steps, like, state):  # type: ignore[no-untyped-def]
+    def loop(block, args, dims, steps, like, state, block_at=None):  # type: ignore[no-untyped-def]
         n = dims[0]
-        z_at = _pointer_address(args[2])
+        z_at = pointer_address(args[2])
         size = n * itemsize
         contiguous = steps[1] == itemsize and steps[2] == itemsize
-        if contiguous and _overlaps_elsewhere(_pointer_address(args[1]), z_at, size):
+        if contiguous and _overlaps_elsewhere(pointer_address(args[1]), z_at, size):
             contiguous = False  # the buffered path (see _overlaps_elsewhere)
         if contiguous and steps[0] == itemsize:
-            if _overlaps_elsewhere(_pointer_address(args[0]), z_at, size):
+            if _overlaps_elsewhere(pointer_address(args[0]), z_at, size):
                 contiguous = False
+        if contiguous and by_address and steps[0] == itemsize:
+            return block_at(args[0], args[1], args[2], n, state)
         if contiguous:
             b = carray(args[1], (n,), numpy_type)
             z = carray(args[2], (n,), numpy_type)
