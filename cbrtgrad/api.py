@@ -278,16 +278,16 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
     """
     # NOTE: hot path: as in cbrt, plain arrays of one float dtype on the cpu backend.
     if type(g) is ndarray and type(y) is ndarray and where is True and backend is None:
-        gradient = gradient_of(y.dtype)
+        gradient = gradient_of(dt := y.dtype)  # NOTE: y.dtype read once (10 ns a read)
         if (
             gradient is not None
-            and g.dtype is y.dtype
+            and g.dtype is dt
             and y.size < KEPT[1]
             and selected_backend() is None
         ):
             if out is None:
                 return gradient(g, y)
-            if type(out) is ndarray and out.dtype is y.dtype:
+            if type(out) is ndarray and out.dtype is dt:
                 try:
                     return gradient(g, y, out)
                 except (TypeError, ValueError):
@@ -355,8 +355,8 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
     # ufuncs (kernels/cpu_ufuncs.fused_blocks), on arrays of one shape (a 0-d
     # pair stays arrays below: a ufunc would return scalars).
     plain = type(x) is ndarray and type(g) is ndarray
-    if plain and out is None and backend is None and x.dtype is g.dtype:
-        forward, gradient = forward_of(x.dtype), gradient_of(x.dtype)
+    if plain and out is None and backend is None and (dt := x.dtype) is g.dtype:
+        forward, gradient = forward_of(dt), gradient_of(dt)
         if (
             forward is not None
             and gradient is not None
