@@ -44,7 +44,7 @@ def fused_outputs(
     # pass in memory order; C-ordered outputs made them strided passes (2 to
     # 5 times the time of cbrt and cbrt_grad called apart, AMD Zen 4).
     fortran = x.flags.f_contiguous and g.flags.f_contiguous and not x.flags.c_contiguous
-    order = "F" if fortran else "C"
+    order: Literal["C", "F"] = "F" if fortran else "C"
     if out is None:
         y = np.empty(x.shape, dtype, order=order)
         dx = np.empty(x.shape, dtype, order=order)
