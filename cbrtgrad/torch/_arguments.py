@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..engine.schema import AmpPolicy, OpSchema
@@ -29,6 +30,10 @@ from ..engine.schema import AmpPolicy, OpSchema
 #: The dtypes computed as they are (the kernels' and half precision).
 FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 HALF = frozenset({torch.float16, torch.bfloat16})
+
+#: The numpy dtype of each dtype the kernels compute in (the CPU and the CUDA
+#: paths alike).
+NUMPY = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
 #: The dtypes computed in PyTorch's default dtype, as ``torch.sqrt`` computes them.
 INTEGERS = frozenset(
     {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}

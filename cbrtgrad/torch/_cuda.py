@@ -22,13 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from . import _device_half
-from ._arguments import HALF
-
-_NUMPY = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
+from ._arguments import HALF, NUMPY
 
 
 def _run(method: str, *inputs: torch.Tensor, out: Any) -> None:
@@ -36,7 +33,7 @@ def _run(method: str, *inputs: torch.Tensor, out: Any) -> None:
 
     first = inputs[0]
     stream = torch.cuda.current_stream(first.device)
-    dtype = _NUMPY[first.dtype]
+    dtype = NUMPY[first.dtype]
     getattr(get_backend("cuda"), method)(*inputs, out=out, dtype=dtype, stream=stream)
 
 

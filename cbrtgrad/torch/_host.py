@@ -32,9 +32,7 @@ import torch
 from .. import _half, api
 from .._host import KEPT, forward_of, gradient_of, selected_backend
 from ..kernels import SERIAL_BLOCK
-
-#: numpy's dtypes of the tensors the cpu backend's ufuncs take as they are.
-NUMPY = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
+from ._arguments import NUMPY
 
 
 def _quiet() -> np.errstate:

@@ -23,7 +23,7 @@ from torch.autograd import forward_ad
 
 from .._host import KEPT, forward_of, selected_backend
 from . import _ops
-from ._host import NUMPY
+from ._arguments import NUMPY
 from ._ops import dispatch_modes, function_modes, tracing, transforms_active
 
 #: The dtypes that PyTorch's rules and autocast leave as they are (the kernels' own).
