@@ -24,7 +24,7 @@ from .. import _compile
 from . import SERIAL_BLOCK, lazy
 from .blocks import forward_block_f32, forward_block_f64
 from .fpstatus import FENV_MASK, raised_flags
-from .grad_blocks import grad_block, grad_block_flags, grad_f64_at
+from .grad_blocks import grad_block, grad_block_flags, grad_f32_at, grad_f64_at
 from .ufunc_loops import (
     LOOP_SIGNATURE,
     binary_block_loop,
@@ -125,7 +125,8 @@ def forward_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
 
 
 def grad_loop_f32(args, dims, steps, data):  # type: ignore[no-untyped-def]
-    binary_block_loop(grad_block, args, dims, steps, np.float32(0))
+    # Contiguous operands by address, as grad_loop_f64's (grad_f32_at).
+    binary_block_loop(grad_block, args, dims, steps, np.float32(0), grad_f32_at)
 
 
 def grad_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]

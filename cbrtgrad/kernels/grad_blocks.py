@@ -177,32 +177,20 @@ def _grad_range(g, y, dx, start, stop, kept_g, kept_y):  # type: ignore[no-untyp
     return nan_result
 
 
-def _kept_buffers(g: Any, y: Any, dx: Any, size: Any) -> Any:
-    """Buffers for ``size`` of g's and y's elements where dx is one of them, else empty ones."""
-    raise NotImplementedError("_kept_buffers is only callable from numba-compiled code")
-
-
-@overload(_kept_buffers)
-def _overload_kept_buffers(g, y, dx, size):  # type: ignore[no-untyped-def]
-    def buffers(g, y, dx, size):  # type: ignore[no-untyped-def]
-        # NOTE: empty views where nothing is kept, not allocations: numba's
-        # allocator cost a one-element ufunc call about 70 ns each.
-        if g.ctypes.data == dx.ctypes.data or y.ctypes.data == dx.ctypes.data:
-            kept = min(y.shape[0], size)
-            return np.empty(kept, y.dtype), np.empty(kept, y.dtype)
-        return dx[:0], dx[:0]
-
-    return buffers
-
-
 @numba.njit(**_compile.BLOCK_OPTIONS)
-def _grad_f32(g, y, dx):  # type: ignore[no-untyped-def]
-    # The float32 gradient raises the flags of its float64 quotient rounded
-    # to float32 (docs/accuracy.md, "IEEE flags"): no audit.
+def _grad_f32_from(g_at, y_at, dx_at, n, kept_g_at, kept_y_at, kept):  # type: ignore[no-untyped-def]
+    # The float32 gradient of n contiguous elements given by address (as
+    # _grad_f64_from: no reference counts), the kept buffers ``kept``
+    # elements long in place (dx is g or y), else 0. It raises the flags of
+    # its float64 quotient rounded to float32 (docs/accuracy.md, "IEEE
+    # flags"): no audit.
     # NOTE: the block loop written out, not through _grad_range: its slices
     # of the kept buffers cost this gradient 2 % (0.47 ns per element).
-    n = y.shape[0]
-    kept_g, kept_y = _kept_buffers(g, y, dx, SECOND_PASS_BLOCK)
+    g = carray(g_at, (n,), np.float32)
+    y = carray(y_at, (n,), np.float32)
+    dx = carray(dx_at, (n,), np.float32)
+    kept_g = carray(kept_g_at, (kept,), np.float32)
+    kept_y = carray(kept_y_at, (kept,), np.float32)
     for start in range(0, n, SECOND_PASS_BLOCK):
         stop = min(start + SECOND_PASS_BLOCK, n)
         gs = _kept(g, start, stop, kept_g)
@@ -211,6 +199,22 @@ def _grad_f32(g, y, dx):  # type: ignore[no-untyped-def]
         if _grad_first_pass(gs, ys, dxs):
             _grad_second_pass(gs, ys, dxs)
         _grad_nan_pass(gs, ys, dxs)
+
+
+@numba.njit(**_compile.BLOCK_OPTIONS)
+def grad_f32_at(g_at, y_at, dx_at, n):  # type: ignore[no-untyped-def]
+    # grad_block over n contiguous float32 elements given by address (the
+    # float32 ufunc's loop calls it so: see _grad_f64_from), the kept
+    # buffers allocated here where dx is g or y.
+    at = pointer_address(dx_at)
+    if pointer_address(g_at) != at and pointer_address(y_at) != at:
+        _grad_f32_from(g_at, y_at, dx_at, n, dx_at, dx_at, 0)
+        return
+    kept = min(n, SECOND_PASS_BLOCK)
+    kept_g = np.empty(kept, np.float32)
+    kept_y = np.empty(kept, np.float32)
+    _grad_f32_from(g_at, y_at, dx_at, n, data_pointer(kept_g), data_pointer(kept_y), kept)
+    keep_alive(kept_g, kept_y)  # until here: the call above writes them
 
 
 @numba.njit(**_compile.BLOCK_OPTIONS)
@@ -280,7 +284,7 @@ def _overload_grad_with_flags(g, y, dx, before):  # type: ignore[no-untyped-def]
     if _is_f32(y.dtype):
 
         def single(g, y, dx, before):  # type: ignore[no-untyped-def]
-            _grad_f32(g, y, dx)
+            grad_f32_at(data_pointer(g), data_pointer(y), data_pointer(dx), y.shape[0])
             return raised_flags(FENV_MASK)
 
         return single
@@ -300,7 +304,11 @@ def _grad_any(g: Any, y: Any, dx: Any) -> None:
 @overload(_grad_any)
 def _overload_grad_any(g, y, dx):  # type: ignore[no-untyped-def]
     if _is_f32(y.dtype):
-        return lambda g, y, dx: _grad_f32(g, y, dx)
+
+        def single(g, y, dx):  # type: ignore[no-untyped-def]
+            grad_f32_at(data_pointer(g), data_pointer(y), data_pointer(dx), y.shape[0])
+
+        return single
 
     def double(g, y, dx):  # type: ignore[no-untyped-def]
         # NOTE: the flags set on entry are read, once per call: numpy calls a

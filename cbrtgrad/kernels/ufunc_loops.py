@@ -162,22 +162,26 @@ def _overload_unary_block_loop(block, args, dims, steps, like):  # type: ignore[
     return loop
 
 
-def binary_block_loop(block: Any, args: Any, dims: Any, steps: Any, like: Any) -> None:
+def binary_block_loop(
+    block: Any, args: Any, dims: Any, steps: Any, like: Any, block_at: Any = None
+) -> None:
     """The inner loop ``z = f(a, b)`` around ``block(a, b, z)``, for elements of ``like``'s type.
 
     numba code only, as :func:`unary_block_loop`. A first operand of stride 0
     (a broadcast value: the gradient of a sum) is copied once into a buffer
     that the contiguous block function reads again for every ``BUFFER``
     elements of ``b``: the block is the same code as for an array ``a``, so
-    the same bits (nan payloads included).
+    the same bits (nan payloads included). ``block_at``, where given, is
+    ``block`` over contiguous operands given by address, ``block_at(a, b, z, n)``
+    (:func:`binary_state_loop`).
     """
     raise NotImplementedError("binary_block_loop is only callable from numba-compiled code")
 
 
 @overload(binary_block_loop, inline="always")
-def _overload_binary_block_loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
-    def loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
-        binary_state_loop(block, args, dims, steps, like, None)
+def _overload_binary_block_loop(block, args, dims, steps, like, block_at=None):  # type: ignore[no-untyped-def]
+    def loop(block, args, dims, steps, like, block_at=None):  # type: ignore[no-untyped-def]
+        binary_state_loop(block, args, dims, steps, like, None, block_at)
 
     return loop
 
@@ -199,6 +203,23 @@ def _overload_run_block(block, a, b, z, state):  # type: ignore[no-untyped-def]
     return lambda block, a, b, z, state: block(a, b, z, state)
 
 
+def _run_block_at(block_at: Any, args: Any, n: Any, state: Any) -> Any:
+    """:func:`_run_block` for a block function over ``n`` elements at ``args``' addresses."""
+    raise NotImplementedError("_run_block_at is only callable from numba-compiled code")
+
+
+@overload(_run_block_at, inline="always")
+def _overload_run_block_at(block_at, args, n, state):  # type: ignore[no-untyped-def]
+    if isinstance(state, types.NoneType):
+
+        def stateless(block_at, args, n, state):  # type: ignore[no-untyped-def]
+            block_at(args[0], args[1], args[2], n)
+            return state
+
+        return stateless
+    return lambda block_at, args, n, state: block_at(args[0], args[1], args[2], n, state)
+
+
 def binary_state_loop(
     block: Any, args: Any, dims: Any, steps: Any, like: Any, state: Any, block_at: Any = None
 ) -> Any:
@@ -208,9 +229,9 @@ def binary_state_loop(
     one inner-loop call (the float64 gradient's IEEE flags: read once per
     call, kernels/grad_flags.py); a ``state`` of None calls ``block(a, b, z)``.
     ``block_at``, where given, is ``block`` over contiguous operands given by
-    address, ``state = block_at(a, b, z, n, state)``, called for them
-    instead (no arrays passed: no reference counts, see
-    :func:`cbrtgrad.kernels.grad_blocks.grad_f64_at`).
+    address, ``state = block_at(a, b, z, n, state)`` (``block_at(a, b, z, n)``
+    for a ``state`` of None), called for them instead (no arrays passed: no
+    reference counts, see :func:`cbrtgrad.kernels.grad_blocks.grad_f64_at`).
     """
     raise NotImplementedError("binary_state_loop is only callable from numba-compiled code")
 
@@ -234,7 +255,7 @@ def _overload_binary_state_loop(block, args, dims, steps, like, state, block_at=
             if _overlaps_elsewhere(pointer_address(args[0]), z_at, size):
                 contiguous = False
         if contiguous and by_address and steps[0] == itemsize:
-            return block_at(args[0], args[1], args[2], n, state)
+            return _run_block_at(block_at, args, n, state)
         if contiguous:
             b = carray(args[1], (n,), numpy_type)
             z = carray(args[2], (n,), numpy_type)
