@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numpy import ndarray  # NOTE: hot path: np.ndarray's lookup cost a call 30 ns
+from numpy import may_share_memory, ndarray  # NOTE: hot path: np.ndarray's lookup cost a call 30 ns
 
 from . import _dtypes, _subclasses
 from ._array_kinds import is_dask_array, is_device_array
@@ -355,19 +355,42 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
     # ufuncs (kernels/cpu_ufuncs.fused_blocks), on arrays of one shape (a 0-d
     # pair stays arrays below: a ufunc would return scalars).
     plain = type(x) is ndarray and type(g) is ndarray
-    if plain and out is None and backend is None and (dt := x.dtype) is g.dtype:
+    if plain and backend is None and (dt := x.dtype) is g.dtype:
         forward, gradient = forward_of(dt), gradient_of(dt)
         if (
             forward is not None
             and gradient is not None
-            and x.shape == g.shape
+            and (shape := x.shape) == g.shape
             and x.ndim
             and (n := x.size) <= SERIAL_BLOCK
             and n < KEPT[1]
             and selected_backend() is None
         ):
-            y = forward(x)
-            return y, gradient(g, y)
+            if out is None:
+                y = forward(x)
+                return y, gradient(g, y)
+            if type(out) is tuple and len(out) == 2:
+                y, dx = out
+                # An out pair that numpy takes as it is (so that neither call
+                # can fail once the first has written y), with y not over g:
+                # then numpy's overlap rules for each call give the fused
+                # rule (every input read before an output is written, y
+                # before dx) and the general path's 10 us of checks are not
+                # needed (2 against 16 us on 1,000 float64, AMD Zen 4).
+                if (
+                    type(y) is ndarray
+                    and type(dx) is ndarray
+                    and y.dtype is dt
+                    and dx.dtype is dt
+                    and y.shape == shape
+                    and dx.shape == shape
+                    and y.flags.writeable
+                    and dx.flags.writeable
+                    and not may_share_memory(y, g)
+                ):
+                    forward(x, y)
+                    gradient(g, y, dx)
+                    return y, dx
     if not plain:
         overridden = _override(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
         if overridden is not _NO_OVERRIDE:

@@ -38,7 +38,7 @@ def steps_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(_ordered(a) - _ordered(b))
 
 
-def agree(got: np.ndarray, expected: np.ndarray, backend: str) -> bool:
+def agree(got: np.ndarray, expected: np.ndarray, backend: str | None) -> bool:
     """Whether ``got`` is ``expected`` as ``backend`` promises it (see the module's docstring)."""
     if backend != "numpy":
         return same_bits(got, expected)

@@ -76,6 +76,18 @@ def test_bad_out(out, error, match):
         cg.cbrt_and_grad(np.array([8.0, 27.0]), np.ones(2), out=out)
 
 
+@pytest.mark.parametrize("bad", ["shape", "dtype", "read-only"])
+def test_a_bad_dx_leaves_y_unwritten(bad):
+    # The small calls write y, then dx, by two ufunc calls: an out pair they
+    # cannot take whole goes the checked way, which refuses it before writing.
+    y = np.full(2, 7.0)
+    dx = {"shape": np.empty(3), "dtype": np.empty(2, np.float32), "read-only": np.empty(2)}[bad]
+    dx.flags.writeable = bad != "read-only"
+    with pytest.raises((TypeError, ValueError)):
+        cg.cbrt_and_grad(np.array([8.0, 27.0]), np.ones(2), out=(y, dx))
+    np.testing.assert_array_equal(y, [7.0, 7.0])
+
+
 def test_shape_mismatch():
     with pytest.raises(ValueError):
         cg.cbrt_and_grad(np.ones(3), np.ones(4))
