@@ -58,6 +58,27 @@ def fused_outputs(
     return x, g, y, dx, None
 
 
+def written_back(results: tuple[Any, Any], y: np.ndarray, dx: np.ndarray) -> tuple[Any, Any]:
+    """``y`` then ``dx`` written from ``results``; returns ``(y, dx)``.
+
+    For a fused call whose out pair overlaps its inputs or each other
+    (:func:`cbrtgrad._ufunc_args.fused_overlap`): a host backend whose kernel
+    writes ``y`` then ``dx`` block by block, or array by array, could read
+    what it wrote, so it computes into new arrays and writes them here, as
+    numpy's ufuncs behave (every input read before any output is written,
+    ``y`` before ``dx``, so ``out=(a, a)`` holds ``dx``).
+
+    Examples
+    --------
+    >>> a = np.zeros(2)
+    >>> written_back((np.ones(2), np.full(2, 2.0)), a, a)[1]
+    array([2., 2.])
+    """
+    np.copyto(y, results[0])
+    np.copyto(dx, results[1])
+    return y, dx
+
+
 def into_other_dtype(
     ufunc: np.ufunc, args: tuple[Any, ...], out: np.ndarray, compute: np.dtype
 ) -> np.ndarray:

@@ -8,8 +8,9 @@ import numpy as np
 
 from .. import _dtypes
 from .._array_kinds import is_device_array
+from .._ufunc_args import fused_overlap
 from ..kernels import SERIAL_BLOCK
-from ._layout import call_ufunc, fused_outputs, into_other_dtype
+from ._layout import call_ufunc, fused_outputs, into_other_dtype, written_back
 from ._protocol import Availability
 
 
@@ -116,6 +117,8 @@ class CpuBackend:
             y = self.ufunc("cube_root", x.dtype)(x)
             return y, self.ufunc("cube_root_grad", x.dtype)(g, y)
         x, g, y, dx, flat = fused_outputs(x, g, out, dtype)
+        if out is not None and fused_overlap(x, g, y, dx):
+            return written_back(self.cube_root_and_grad(x, g, dtype=y.dtype), y, dx)
         ufuncs = _kernels().CpuUfuncs(
             self.ufunc("cube_root", y.dtype), self.ufunc("cube_root_grad", y.dtype)
         )
