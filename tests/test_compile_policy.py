@@ -277,15 +277,17 @@ def test_no_512_bit_instructions_without_avx512():
 
 
 def _features_without_avx512() -> str:
-    # This host's LLVM features with every AVX-512 one turned off: what an
-    # AVX2 CPU with the same other features (a Zen 1 to Zen 3) offers.
-    import llvmlite.binding as ll
+    # What an AVX2 CPU with this host's other features offers: a Zen 1's
+    # target, as .ci/run compiles for it (tools/zen1_target.py).
+    import importlib.util
+    from pathlib import Path
 
-    entries = ll.get_host_cpu_features().flatten().split(",")
-    return ",".join(
-        "-" + entry[1:] if entry[1:].startswith(("avx512", "evex512")) else entry
-        for entry in entries
-    )
+    path = Path(__file__).resolve().parents[1] / "tools" / "zen1_target.py"
+    spec = importlib.util.spec_from_file_location("zen1_target", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.zen1_features())
 
 
 _ISA_AND_SHAPE = """
