@@ -29,6 +29,7 @@ from typing import Any
 
 from . import _cache, _compile
 from ._warm_report import WarmedKernel, WarmReport
+from .kernels.kernel_ops import ELEMENTARY, KERNEL_OPS
 
 #: The dtypes in the order their kernels are listed. NOTE: the heaviest
 #: first (the float64 gradients, the threaded loops): the workers take the
@@ -93,40 +94,43 @@ def _mlx_primitive() -> object:
 def _units() -> dict[str, dict[str, Callable[[], object]]]:
     # The kernels of each group, by the name _compile.built_kernels() gives
     # them, with the function that builds each (one may build several: the
-    # numba API's float64 block functions also build its rare paths).
+    # numba API's float64 block functions also build its rare paths): every
+    # kernel op's, from its entry (kernels/kernel_ops.py). NOTE: the ops in
+    # reverse, so that the gradients and the fused loops, the longest to
+    # compile, come first.
+    elementary = tuple(reversed(ELEMENTARY))
     ufuncs = {
-        f"ufunc {op} {dtype}": _ufunc(op, dtype)
-        for dtype in _ORDER
-        for op in ("cube_root_grad", "cube_root")
+        f"ufunc {op.name} {dtype}": _ufunc(op.name, dtype) for dtype in _ORDER for op in elementary
     }
     parallel = {
         f"parallel {name} {dtype}": _parallel(name, dtype)
         for dtype in _ORDER
-        for name in ("fused", "grad", "grad_constant", "forward")
+        for op in reversed(KERNEL_OPS.values())
+        for name in op.parallel_loops
     }
     numba_api = {
-        f"user block {kernel} {dtype}": _user_block(kernel, dtype)
+        f"user block {op.kernel} {dtype}": _user_block(op.kernel, dtype)
         for dtype in _ORDER
-        for kernel in ("grad", "forward")
+        for op in elementary
     }
     jax = {
-        f"XLA FFI {kernel} {dtype}{' threads' if threaded else ''}": _xla_handler(
-            kernel, dtype, threaded
+        f"XLA FFI {op.kernel} {dtype}{' threads' if threaded else ''}": _xla_handler(
+            op.kernel, dtype, threaded
         )
         for threaded in (True, False)
         for dtype in _ORDER
-        for kernel in ("grad", "forward")
+        for op in elementary
     }
     units = {"ufunc": ufuncs, "parallel": parallel, "numba": numba_api, "jax": jax}
     if importlib.util.find_spec("mlx") is not None:  # the MLX bridge's loops, where it runs
         units["mlx"] = {"MLX primitive": _mlx_primitive}  # first: the build is the longest
         units["mlx"] |= {
-            f"MLX {kernel} {dtype}{' threads' if threaded else ''}": _mlx_loop(
-                kernel, dtype, threaded
+            f"MLX {op.kernel} {dtype}{' threads' if threaded else ''}": _mlx_loop(
+                op.kernel, dtype, threaded
             )
             for threaded in (False, True)
             for dtype in ("float32", "float64", "float16", "bfloat16")
-            for kernel in ("grad", "forward")
+            for op in elementary
         }
     return units
 

@@ -67,7 +67,7 @@ def _kernel_loop_assembly() -> dict[str, str]:
     args, result = sigutils.normalize_signature(ufunc_loops.LOOP_SIGNATURE)
     codegen = cpu_target.target_context.codegen()
     assembly = {}
-    for _, _, _, loops in cpu_ufuncs.UFUNCS.values():
+    for loops in cpu_ufuncs.UFUNCS.values():
         for dtype, loop in loops.items():
             marked = _kernel_locator.kernel_function(loop, dtype)
             if marked is None:

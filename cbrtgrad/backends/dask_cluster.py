@@ -28,6 +28,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from ..kernels.kernel_ops import DTYPES, elementary_op
+
 try:  # distributed is optional: only the plugins need it
     from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPlugin
 except ImportError:  # pragma: no cover - without distributed
@@ -181,9 +183,8 @@ def kernels_plugin(
     ops = tuple(ops)
     dtypes = tuple(dtypes)
     for op in ops:
-        if op not in ("cube_root", "cube_root_grad"):
-            raise ValueError(f"cbrtgrad: ops must be 'cube_root' or 'cube_root_grad', got {op!r}")
+        elementary_op(op, "ops")  # the ops with a ufunc of their own
     for dtype in dtypes:
-        if dtype not in ("float32", "float64"):
+        if dtype not in DTYPES:
             raise ValueError(f"cbrtgrad: dtypes must be 'float32' or 'float64', got {dtype!r}")
     return KernelsPlugin(ops, dtypes)

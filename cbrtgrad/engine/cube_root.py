@@ -18,13 +18,14 @@ import numpy as np
 from .. import _dtypes, _half, _host, api
 from .._array_kinds import is_dask_array
 from ..backends import _registry
+from ..kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_GRAD
 from . import grad_mode
 from .array_api import StandardArray, check_one_side, kernel_input, raw
 from .node import Node
 from .op_table import routes
 from .ops import _operand
 from .recording import apply, cast, record_node
-from .schema import AmpPolicy, OpSchema, Saves
+from .schema import AmpPolicy, schema_of
 from .shape_ops import reduce_to
 from .tensor import Tensor
 from .versions import alias
@@ -83,9 +84,7 @@ class CubeRootBackward(Node):
     """
 
     __slots__ = ()
-    schema = OpSchema(
-        name="cube_root", amp_policy=AmpPolicy.FORCE_FP32, saves=Saves.OUTPUT, ufunc=np.cbrt
-    )
+    schema = schema_of(CUBE_ROOT)  # saves y, force-fp32 (kernels/kernel_ops.py)
 
     @property
     def result(self) -> Any:
@@ -217,7 +216,7 @@ class CubeRootGradBackward(Node):
     """
 
     __slots__ = ("shapes",)
-    schema = OpSchema(name="cube_root_grad", arity=2, saves=Saves.INPUTS)
+    schema = schema_of(CUBE_ROOT_GRAD)  # saves g and y
 
     shapes: tuple[tuple[int, ...], ...]
 

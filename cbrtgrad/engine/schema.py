@@ -15,6 +15,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from ..kernels.kernel_ops import KernelOp
+
 
 class AmpPolicy(enum.Enum):
     """What :func:`cbrtgrad.autocast` does to an op's floating-point inputs.
@@ -94,3 +96,32 @@ class OpSchema:
             raise ValueError(f"cbrtgrad: OpSchema arity must be an int >= 1, got {self.arity!r}")
         if not isinstance(self.saves, Saves):
             raise TypeError(f"cbrtgrad: OpSchema saves must be a Saves, got {self.saves!r}")
+
+
+def schema_of(op: KernelOp) -> OpSchema:
+    """The schema of a kernel op, from its one entry (:mod:`cbrtgrad.kernels.kernel_ops`).
+
+    Parameters
+    ----------
+    op : KernelOp
+        An entry of ``cbrtgrad.kernels.kernel_ops.KERNEL_OPS``.
+
+    Returns
+    -------
+    OpSchema
+        Its name, arity, what it saves, its AMP policy and the numpy ufunc
+        routed to it.
+
+    Examples
+    --------
+    >>> from cbrtgrad.kernels.kernel_ops import CUBE_ROOT
+    >>> schema_of(CUBE_ROOT).saves, schema_of(CUBE_ROOT).amp_policy
+    (<Saves.OUTPUT: 'output'>, <AmpPolicy.FORCE_FP32: 'force_fp32'>)
+    """
+    return OpSchema(
+        name=op.name,
+        amp_policy=AmpPolicy(op.amp_policy),
+        arity=op.arity,
+        saves=Saves(op.saves),
+        ufunc=op.numpy_ufunc,
+    )

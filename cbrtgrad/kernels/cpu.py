@@ -28,6 +28,7 @@ from .blocks import (
 )
 from .cpu_ufuncs import UFUNCS, CpuUfuncs, fused_blocks, ufunc, ufunc_loop_shape, ufuncs
 from .grad_blocks import grad_block
+from .kernel_ops import DTYPES, ELEMENTARY, KERNEL_OPS
 from .prange_loops import (
     LOOPS,
     PARALLEL_BLOCK,
@@ -56,15 +57,6 @@ __all__ = [
     "ufuncs",
 ]
 
-#: What each kernel computes, for ``cbrtgrad info`` (formulas_f64.py and
-#: formulas_f32.py have the proofs' outlines).
-_VARIANTS = {
-    ("forward", "float32"): "float32 Newton step, float64 quadratic, exact midpoint test",
-    ("forward", "float64"): "correctly rounded: fast path, exact second pass for hard lanes",
-    ("grad", "float32"): "correctly rounded: float64 quotient, exact pass for hard lanes",
-    ("grad", "float64"): "correctly rounded: corrected quotient, exact pass for hard lanes",
-}
-
 
 def loop_plan() -> list[tuple[str, str, str, str]]:
     """Every CPU loop with its SIMD shape on this CPU and the formula it runs.
@@ -80,19 +72,23 @@ def loop_plan() -> list[tuple[str, str, str, str]]:
     >>> plan[0][:2], plan[2][:2]
     (('ufunc forward', 'float32'), ('ufunc grad', 'float32'))
     """
+    # What each runs: its op's formula (kernel_ops.py; formulas_f64.py and
+    # formulas_f32.py have the proofs' outlines), or the fused op's parts.
     plan = []
-    for kernel in ("forward", "grad"):
-        for dtype in ("float32", "float64"):
-            shape = ufunc_loop_shape(dtype, kernel).describe()
-            plan.append((f"ufunc {kernel}", dtype, shape, _VARIANTS[kernel, dtype]))
-    for name, (signatures, _) in LOOPS.items():
-        for signature in signatures:
-            dtype = dtype_of(signature)
-            variant = _VARIANTS["forward" if name == "forward" else "grad", dtype]
-            if name == "fused":
-                variant = f"forward then grad per {PARALLEL_BLOCK}-element block"
-            shape = parallel_loop_shape(name, signature).describe()
-            plan.append((f"parallel {name}", dtype, shape, variant))
+    for op in ELEMENTARY:
+        for dtype in DTYPES:
+            shape = ufunc_loop_shape(dtype, op.kernel).describe()
+            plan.append((f"ufunc {op.kernel}", dtype, shape, op.variants[dtype]))
+    for op in KERNEL_OPS.values():
+        for name in op.parallel_loops:
+            for signature in LOOPS[name][0]:
+                dtype = dtype_of(signature)
+                variant = op.variants.get(dtype) or (
+                    f"{' then '.join(KERNEL_OPS[part].kernel for part in op.parts)}"
+                    f" per {PARALLEL_BLOCK}-element block"
+                )
+                shape = parallel_loop_shape(name, signature).describe()
+                plan.append((f"parallel {name}", dtype, shape, variant))
     return plan
 
 
@@ -105,7 +101,7 @@ def cached_kernels() -> dict[str, tuple[Any, str]]:
     'parallel forward float32'
     """
     kernels: dict[str, tuple[Any, str]] = {}
-    for op, (_, _, _, loops) in UFUNCS.items():
+    for op, loops in UFUNCS.items():
         for dtype, loop in loops.items():
             kernels[f"ufunc {op} {dtype}"] = (loop, dtype)
     for name, (signatures, function) in LOOPS.items():

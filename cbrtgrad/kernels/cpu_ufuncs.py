@@ -25,6 +25,7 @@ from . import SERIAL_BLOCK, lazy
 from .blocks import forward_block_f32, forward_block_f64
 from .fpstatus import FENV_MASK, raised_flags
 from .grad_blocks import grad_block, grad_block_flags, grad_f32_at, grad_f64_at
+from .kernel_ops import DTYPES, ELEMENTARY, KERNEL_OPS, elementary_op
 from .ufunc_loops import (
     LOOP_SIGNATURE,
     binary_block_loop,
@@ -140,22 +141,15 @@ def grad_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
     binary_state_loop(grad_block_flags, args, dims, steps, np.float64(0), before, grad_f64_at)
 
 
-#: The ufuncs: name -> (number of inputs, docstring, kernel (for the SIMD
-#: shape), {dtype: inner loop}).
-UFUNCS: dict[str, tuple[int, str, str, dict[str, Any]]] = {
-    "cube_root": (
-        1,
-        "The real cube root (cbrtgrad).",
-        "forward",
-        {"float32": forward_loop_f32, "float64": forward_loop_f64},
-    ),
-    "cube_root_grad": (
-        2,
-        "g / (3 y^2), the cube root's gradient from its output y (cbrtgrad).",
-        "grad",
-        {"float32": grad_loop_f32, "float64": grad_loop_f64},
-    ),
+#: The inner loops of each kernel, by dtype.
+_LOOPS: dict[str, dict[str, Any]] = {
+    "forward": {"float32": forward_loop_f32, "float64": forward_loop_f64},
+    "grad": {"float32": grad_loop_f32, "float64": grad_loop_f64},
 }
+
+#: The ufuncs, one per elementary kernel op (kernel_ops.py: its name, inputs
+#: and docstring): op name -> {dtype: inner loop}.
+UFUNCS: dict[str, dict[str, Any]] = {op.name: _LOOPS[op.kernel] for op in ELEMENTARY}
 
 
 #: The block loops every kernel of a dtype shares (compiled out of line,
@@ -211,10 +205,10 @@ def compile_shared_blocks(kernels: tuple[str, ...], dtype: str, caller: Any, tag
 def _inner_loop(op: str, dtype: str) -> Any:
     # Compiled (or loaded from the on-disk cache) once per process.
     def build() -> Any:
-        _, _, kernel, loops = UFUNCS[op]
-        compile_shared_blocks((kernel,), dtype, loops[dtype], dtype)
+        kernel, loop = KERNEL_OPS[op].kernel, UFUNCS[op][dtype]
+        compile_shared_blocks((kernel,), dtype, loop, dtype)
         return _compile.compile_cfunc(
-            loops[dtype],
+            loop,
             LOOP_SIGNATURE,
             ufunc_loop_shape(dtype, kernel),
             f"ufunc {op} {dtype}",
@@ -225,14 +219,12 @@ def _inner_loop(op: str, dtype: str) -> Any:
 
 
 def _build_ufunc(op: str, dtypes: tuple[str, ...]) -> np.ufunc:
-    nin, doc, _, _ = UFUNCS[op]
     loops = {np.dtype(dtype): _inner_loop(op, dtype) for dtype in dtypes}
-    return ufunc_from_loops(op, doc, nin, loops)
+    return ufunc_from_loops(op, KERNEL_OPS[op].summary, KERNEL_OPS[op].arity, loops)
 
 
 def _build_ufuncs() -> CpuUfuncs:
-    both = ("float32", "float64")
-    return CpuUfuncs(_build_ufunc("cube_root", both), _build_ufunc("cube_root_grad", both))
+    return CpuUfuncs(**{op.name: _build_ufunc(op.name, DTYPES) for op in ELEMENTARY})
 
 
 def ufuncs() -> CpuUfuncs:
@@ -279,8 +271,7 @@ def ufunc(op: str, dtype: Any) -> np.ufunc:
     found = lazy.BUILT.get((op, dtype))  # the hot path: one dict lookup
     if found is not None:
         return found  # type: ignore[no-any-return]
-    if op not in UFUNCS:
-        raise ValueError(f"op must be 'cube_root' or 'cube_root_grad', got {op!r}")
+    op = elementary_op(op).name
     dt = lazy.dtype_name(dtype)
     built: np.ufunc = lazy.once(f"ufunc.{op}.{dt}", lambda: _build_ufunc(op, (dt,)))
     with lazy.LOCK:

@@ -29,6 +29,7 @@ from .blocks import forward_block
 from .cpu_ufuncs import LOOP_INTERLEAVE, compile_shared_blocks
 from .fpstatus import FENV_MASK, block_status, clear_flags, raised_flags
 from .grad_blocks import grad_block_flags
+from .kernel_ops import KERNEL_OPS
 
 #: Elements per block of every loop: the fused loop's y block, just written,
 #: must still be in cache when its grad reads it back, so memory is crossed
@@ -131,12 +132,12 @@ def _grad_constant_loop(g, y, dx):  # type: ignore[no-untyped-def]
     return _union(status)
 
 
-#: The block loops each parallel loop calls (cpu_ufuncs.compile_shared_blocks).
+#: The block loops each parallel loop calls (cpu_ufuncs.compile_shared_blocks):
+#: those of its op's kernel, or of a fused op's parts (kernel_ops.py).
 _SHARED_BY_LOOP = {
-    "forward": ("forward",),
-    "grad": ("grad",),
-    "fused": ("forward", "grad"),
-    "grad_constant": ("grad",),
+    name: tuple(KERNEL_OPS[part].kernel for part in op.parts) or (op.kernel,)
+    for op in KERNEL_OPS.values()
+    for name in op.parallel_loops
 }
 
 #: The loops by name: (signatures, function).

@@ -26,17 +26,13 @@ import torch
 from torch import Tensor
 
 from ..engine.cube_root import CubeRootBackward, CubeRootGradBackward
-from ..engine.schema import AmpPolicy, OpSchema, Saves
+from ..engine.schema import AmpPolicy, schema_of
+from ..kernels import kernel_ops
 from . import _arguments, _cuda, _derivatives, _host
 
 NAMESPACE = "cbrtgrad"
-#: The fused op: the cube root's input and policy, both outputs.
-FUSED = OpSchema(
-    name="cube_root_and_grad",
-    amp_policy=CubeRootBackward.schema.amp_policy,
-    arity=2,
-    saves=Saves.OUTPUT,
-)
+#: The fused op: the cube root's input and policy, both outputs (kernel_ops.py).
+FUSED = schema_of(kernel_ops.CUBE_ROOT_AND_GRAD)
 CUBE_ROOT = f"{NAMESPACE}::{CubeRootBackward.schema.name}"
 CUBE_ROOT_GRAD = f"{NAMESPACE}::{CubeRootGradBackward.schema.name}"
 CUBE_ROOT_AND_GRAD = f"{NAMESPACE}::{FUSED.name}"

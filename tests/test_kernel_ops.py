@@ -1,0 +1,167 @@
+"""The kernel-op table is the one description of each op: every layer has what it says.
+
+``cbrtgrad/kernels/kernel_ops.py`` describes each kernel op once; the layers
+that derive from it (ufuncs, parallel loops, warm, the engine's schemas) read
+it, and those that must implement it by hand (backends, api, bridges, the
+per-target kernel tables) are checked here against it, so that an entry
+added or changed without its kernels fails with what is missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+
+import numpy as np
+import pytest
+
+import cbrtgrad
+from cbrtgrad.backends import _catalog
+from cbrtgrad.backends._protocol import Backend
+from cbrtgrad.backends.dask_blocks import DaskBlocks
+from cbrtgrad.engine.node import Node
+from cbrtgrad.engine.schema import AmpPolicy, OpSchema, Saves, schema_of
+from cbrtgrad.kernels.kernel_ops import (
+    BY_KERNEL,
+    DTYPES,
+    ELEMENTARY,
+    KERNEL_OPS,
+    KernelOp,
+    elementary_op,
+)
+
+OPS = list(KERNEL_OPS.values())
+
+
+def _backend_classes() -> list[type]:
+    classes = []
+    for spec in _catalog._BACKENDS.values():
+        module, _, name = spec.partition(":")
+        classes.append(getattr(importlib.import_module(module), name))
+    return [*classes, DaskBlocks]
+
+
+def _positional(function: object) -> list[str]:
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [p.name for p in inspect.signature(function).parameters.values() if p.kind in kinds]  # type: ignore[arg-type]
+    return [n for n in names if n != "self"]
+
+
+def test_entries_are_consistent() -> None:
+    names = [op.name for op in OPS]
+    assert len(set(names)) == len(names) == len(KERNEL_OPS)
+    assert len({op.kernel for op in OPS}) == len(OPS)
+    for op in OPS:
+        assert isinstance(op, KernelOp) and op.name.isidentifier()
+        assert len(op.inputs) == op.arity >= 1 and op.outputs
+        assert op.parallel_loops, f"{op.name} has no parallel loop"
+        # The engine's enums take the values, so schema_of cannot fail later.
+        assert AmpPolicy(op.amp_policy) and Saves(op.saves)
+        if op.elementary:
+            assert set(op.variants) == set(DTYPES), f"{op.name}: a variant per dtype"
+            assert len(op.outputs) == 1
+        else:
+            assert all(KERNEL_OPS[part].elementary for part in op.parts)
+            # A fused op's inputs are its parts' inputs, less what a part makes.
+            made = {out for part in op.parts for out in KERNEL_OPS[part].outputs}
+            needed = {i for part in op.parts for i in KERNEL_OPS[part].inputs} - made
+            assert needed == set(op.inputs)
+    assert BY_KERNEL == {op.kernel: op for op in ELEMENTARY}
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+@pytest.mark.parametrize("cls", _backend_classes(), ids=lambda cls: cls.__name__)
+def test_every_backend_has_every_op(cls: type, op: KernelOp) -> None:
+    method = getattr(cls, op.name, None)
+    assert callable(method), f"{cls.__name__} lacks {op.name}"
+    assert _positional(method)[: op.arity] == list(op.inputs)
+    assert "out" in inspect.signature(method).parameters
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_the_protocol_and_the_api_have_every_op(op: KernelOp) -> None:
+    assert _positional(getattr(Backend, op.name))[: op.arity] == list(op.inputs)
+    function = getattr(cbrtgrad, op.function)
+    assert op.function in cbrtgrad.__all__
+    assert _positional(function) == [*op.inputs, "out"]
+    # The api runs the op: one call on the cpu backend gives the op's outputs.
+    operands = [np.array([8.0, -27.0])] + [np.array([12.0, 27.0])] * (op.arity - 1)
+    if op.name == "cube_root_grad":
+        operands = [np.array([12.0, 27.0]), np.array([2.0, -3.0])]
+    result = function(*operands, backend="cpu")
+    assert len(result if len(op.outputs) > 1 else (result,)) == len(op.outputs)
+
+
+@pytest.mark.parametrize("op", ELEMENTARY, ids=lambda op: op.name)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_elementary_ops_have_every_kernel(op: KernelOp, dtype: str) -> None:
+    from cbrtgrad.kernels import cpu, cpu_ufuncs, mlx_loops, user_loops, xla_ffi
+    from cbrtgrad.kernels import cuda as cuda_kernels
+
+    ufunc = cpu.ufunc(op.name, dtype)
+    assert (ufunc.__name__, ufunc.nin, ufunc.nout) == (op.name, op.arity, 1)
+    assert ufunc.__doc__.endswith(op.summary)
+    assert dtype in cpu_ufuncs.UFUNCS[op.name]
+    assert (op.kernel, dtype) in user_loops._BLOCKS
+    assert all((op.kernel, dtype, t) in xla_ffi.HANDLERS for t in (False, True))
+    assert all((op.kernel, dtype, t) in mlx_loops.LOOPS for t in (False, True))
+    assert (op.kernel, dtype) in cuda_kernels.KERNEL_SHAPES
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_every_op_has_its_parallel_and_cuda_kernels(op: KernelOp) -> None:
+    from cbrtgrad.kernels import cuda as cuda_kernels
+    from cbrtgrad.kernels import prange_loops
+
+    for name in op.parallel_loops:
+        signatures, _ = prange_loops.LOOPS[name]
+        assert {prange_loops.dtype_of(s) for s in signatures} == set(DTYPES)
+    for dtype in DTYPES:
+        assert (op.kernel, dtype) in cuda_kernels.KERNEL_SHAPES
+    loops = {name for entry in OPS for name in entry.parallel_loops}
+    assert loops == set(prange_loops.LOOPS), "a parallel loop no op runs, or one missing"
+
+
+def _nodes() -> dict[str, type]:
+    found: dict[str, type] = {}
+    pending = list(Node.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        schema = getattr(cls, "schema", None)
+        if isinstance(schema, OpSchema):
+            found[schema.name] = cls
+    return found
+
+
+@pytest.mark.parametrize("op", ELEMENTARY, ids=lambda op: op.name)
+def test_the_engine_records_every_elementary_op_by_its_entry(op: KernelOp) -> None:
+    node = _nodes()[op.name]
+    assert node.schema == schema_of(op)
+    assert node.__name__ == "".join(p.title() for p in op.name.split("_")) + "Backward"
+
+
+def test_the_bridges_name_the_ops_by_their_entries() -> None:
+    for bridge in ("numba", "torch", "jax"):
+        if bridge != "numba" and importlib.util.find_spec(bridge) is None:
+            continue
+        module = importlib.import_module(f"cbrtgrad.{bridge}")
+        for op in ELEMENTARY:
+            assert op.function in module.__all__, f"cbrtgrad.{bridge} lacks {op.function}"
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        from cbrtgrad.torch import _ops
+
+        assert _ops.FUSED == schema_of(KERNEL_OPS["cube_root_and_grad"])
+        for op in OPS:
+            assert hasattr(torch.ops.cbrtgrad, op.name)
+
+
+@pytest.mark.parametrize("bad", ["cube_root_and_grad", "cbrt", 3, None])
+def test_elementary_op_refuses_other_names(bad: object) -> None:
+    with pytest.raises(ValueError, match="^cbrtgrad: op must be 'cube_root' or 'cube_root_grad'"):
+        elementary_op(bad)
+    with pytest.raises(ValueError, match="op must be"):
+        cbrtgrad.kernels.cpu.ufunc(bad, np.float64)  # type: ignore[arg-type]
