@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ._array_kinds import device_dtype, is_device_array
+from ._array_kinds import device_dtype, is_dask_array, is_device_array
 
 SUPPORTED = "float16, bfloat16, float32, float64, bool or an integer dtype"
 _KINDS_EXACT = {"f"}
@@ -233,3 +233,28 @@ def compute_dtype_of(*values: Any, argument: str = "x", dtype: Any = None) -> np
             else:
                 return found
     return result_dtype(*values, argument=argument)
+
+
+def as_compute(value: Any, dtype: np.dtype) -> Any:
+    """A host input as a plain ndarray in the compute ``dtype`` (the api's cast).
+
+    Examples
+    --------
+    >>> as_compute([1, 2], np.dtype(np.float64))
+    array([1., 2.])
+    """
+    # Host inputs as plain ndarrays in the compute dtype: numpy values cast
+    # only when they differ (float16, integers, mixed precision); Python
+    # scalars, lists and every other array_like numpy takes (range,
+    # memoryview, array.array, objects with __array__) made arrays, so every
+    # backend sees an ndarray. Left to their backend: dask arrays (cast inside
+    # each chunk's task) and device arrays (numba device arrays have no
+    # ``astype``, and a cast would leave the device; the cuda kernels cast
+    # while they read).
+    if type(value) is np.ndarray and value.dtype is dtype:
+        return value  # NOTE: hot path: already in the compute dtype
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value if value.dtype == dtype else np.asarray(value, dtype=dtype)
+    if is_dask_array(value) or is_device_array(value):
+        return value
+    return np.asarray(value, dtype=dtype)

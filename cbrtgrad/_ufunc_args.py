@@ -272,3 +272,18 @@ def fused_overlap(x: np.ndarray, g: np.ndarray, y: np.ndarray, dx: np.ndarray) -
         if np.may_share_memory(a, b) and not ((i, j) in allowed and _identical(a, b)):
             return True
     return False
+
+
+def fused_aliasing(x: Any, g: Any, out: Any) -> bool:
+    """Whether ``cbrt_and_grad``'s host ``out=(y, dx)`` needs temporaries (:func:`fused_overlap`).
+
+    Examples
+    --------
+    >>> a, b = np.ones(3), np.ones(3)
+    >>> fused_aliasing(a, b, (b, a)), fused_aliasing(a, b, (a, b)), fused_aliasing(a, a, None)
+    (True, False, False)
+    """
+    if not (isinstance(out, tuple) and len(out) == 2):
+        return False
+    arrays = (x, g, *out)
+    return all(type(a) is np.ndarray for a in arrays) and fused_overlap(*arrays)

@@ -24,8 +24,10 @@ import numpy as np
 from numpy import may_share_memory, ndarray  # NOTE: hot path: np.ndarray's lookup cost a call 30 ns
 
 from . import _dtypes, _subclasses
-from ._array_kinds import is_dask_array, is_device_array
-from ._dtypes import _NATIVE  # NOTE: looked up directly on the hot path (_dtypes.native)
+from ._dtypes import (
+    _NATIVE,  # NOTE: looked up directly on the hot path (_dtypes.native)
+    as_compute,
+)
 from ._host import (
     CPU,
     KEPT,
@@ -42,7 +44,7 @@ from ._ufunc_args import (
     check_fused_out,
     check_out,
     check_where,
-    fused_overlap,
+    fused_aliasing,
     fused_shape,
     unaliased,
 )
@@ -65,32 +67,6 @@ def _override(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if result is not NotImplemented:
                 return result
     return _NO_OVERRIDE
-
-
-def _fused_aliasing(x: Any, g: Any, out: Any) -> bool:
-    # Whether cbrt_and_grad's host out=(y, dx) needs temporaries (fused_overlap).
-    if not (isinstance(out, tuple) and len(out) == 2):
-        return False
-    arrays = (x, g, *out)
-    return all(type(a) is np.ndarray for a in arrays) and fused_overlap(*arrays)
-
-
-def _as_compute(value: Any, dtype: np.dtype) -> Any:
-    # Host inputs as plain ndarrays in the compute dtype: numpy values cast
-    # only when they differ (float16, integers, mixed precision); Python
-    # scalars, lists and every other array_like numpy takes (range,
-    # memoryview, array.array, objects with __array__) made arrays, so every
-    # backend sees an ndarray. Left to their backend: dask arrays (cast inside
-    # each chunk's task) and device arrays (numba device arrays have no
-    # ``astype``, and a cast would leave the device; the cuda kernels cast
-    # while they read).
-    if type(value) is np.ndarray and value.dtype is dtype:
-        return value  # NOTE: hot path: already in the compute dtype
-    if isinstance(value, (np.ndarray, np.generic)):
-        return value if value.dtype == dtype else np.asarray(value, dtype=dtype)
-    if is_dask_array(value) or is_device_array(value):
-        return value
-    return np.asarray(value, dtype=dtype)
 
 
 def _subclass_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -225,7 +201,7 @@ def cbrt(
     sub = (type(x) is not np.ndarray or _not_plain(out)) and has_subclass(x, out)
     compute = _dtypes.compute_dtype_of(x, dtype=dtype)
     if not sub:
-        x = _as_compute(x, compute)
+        x = as_compute(x, compute)
     if where is not True:
         where = check_where(where)
     chosen = _registry.resolve(backend, x)
@@ -307,7 +283,7 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
     sub = not plain and has_subclass(g, y, out)
     compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
     if not sub:
-        g, y = _as_compute(g, compute), _as_compute(y, compute)
+        g, y = as_compute(g, compute), as_compute(y, compute)
     if where is not True:
         where = check_where(where)
     chosen = _registry.resolve(backend, y, g)
@@ -402,9 +378,9 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
     compute = _NATIVE.get(x.dtype) if plain and x.dtype is g.dtype else None
     if compute is None:
         compute = _dtypes.compute_dtype_of(x, g, argument="x, g")
-        x, g = _as_compute(x, compute), _as_compute(g, compute)
+        x, g = as_compute(x, compute), as_compute(g, compute)
     chosen = _registry.resolve(backend, x, g)
-    if out is not None and _fused_aliasing(x, g, out):
+    if out is not None and fused_aliasing(x, g, out):
         # As numpy's ufuncs: every input read before any output is written,
         # y written before dx (so out=(a, a) holds dx).
         y_out, dx_out = check_fused_out(out, fused_shape(np.shape(x), np.shape(g)), compute)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import _dtypes
-from .._ufunc_args import broadcast_shape, check_fused_out, fused_shape, same_view
+from .._ufunc_args import broadcast_shape, check_fused_out, fused_overlap, fused_shape, same_view
 
 
 def fused_outputs(
@@ -76,6 +76,28 @@ def written_back(results: tuple[Any, Any], y: np.ndarray, dx: np.ndarray) -> tup
     """
     np.copyto(y, results[0])
     np.copyto(dx, results[1])
+    return y, dx
+
+
+def fused_by_parts(backend: Any, x: Any, g: Any, out: Any, dtype: Any) -> tuple[Any, Any]:
+    """``cube_root_and_grad`` as its two parts on ``backend``: ``y`` array by array, then ``dx``.
+
+    For host backends without a fused kernel (``numpy``, ``accelerate``):
+    the outputs broadcast and checked as every host backend's
+    (:func:`fused_outputs`), an overlapping ``out`` pair computed apart and
+    written back (:func:`written_back`).
+
+    Examples
+    --------
+    >>> from cbrtgrad.backends import get_backend
+    >>> fused_by_parts(get_backend("numpy"), np.array([8.0]), np.array([12.0]), None, None)
+    (array([2.]), array([1.]))
+    """
+    x, g, y, dx, _ = fused_outputs(x, g, out, dtype)
+    if out is not None and fused_overlap(x, g, y, dx):
+        return written_back(fused_by_parts(backend, x, g, None, y.dtype), y, dx)
+    backend.cube_root(x, out=y, dtype=y.dtype)
+    backend.cube_root_grad(g, y, out=dx, dtype=y.dtype)
     return y, dx
 
 

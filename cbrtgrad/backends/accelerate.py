@@ -30,9 +30,8 @@ import numpy as np
 
 from .. import _config, _dtypes
 from .._array_kinds import is_device_array
-from .._ufunc_args import fused_overlap
 from ..kernels import cpu as cpu_kernels
-from ._layout import apply_elementwise, call_ufunc, fused_outputs, written_back
+from ._layout import apply_elementwise, call_ufunc, fused_by_parts
 from ._protocol import Availability
 
 #: The most elements one vForce call can take (its length is a C ``int``).
@@ -161,9 +160,4 @@ class AccelerateBackend:
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
     ) -> tuple[Any, Any]:
-        x, g, y, dx, _ = fused_outputs(x, g, out, dtype)
-        if out is not None and fused_overlap(x, g, y, dx):
-            return written_back(self.cube_root_and_grad(x, g, dtype=y.dtype), y, dx)
-        apply_elementwise(self._vforce(y.dtype), (x,), y.dtype, y)
-        cpu_kernels.ufunc("cube_root_grad", y.dtype)(g, y, out=dx)
-        return y, dx
+        return fused_by_parts(self, x, g, out, dtype)

@@ -11,8 +11,7 @@ from typing import Any
 import numpy as np
 
 from .._array_kinds import is_device_array
-from .._ufunc_args import fused_overlap
-from ._layout import fused_outputs, masked, written_back
+from ._layout import fused_by_parts, masked
 from ._protocol import Availability
 
 
@@ -49,11 +48,4 @@ class NumpyBackend:
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
     ) -> tuple[Any, Any]:
-        # Broadcast and validate ``out`` as the other host backends do: both
-        # results have the broadcast shape, also where x alone is smaller.
-        x, g, y, dx, _ = fused_outputs(x, g, out, dtype)
-        if out is not None and fused_overlap(x, g, y, dx):
-            return written_back(self.cube_root_and_grad(x, g, dtype=y.dtype), y, dx)
-        np.cbrt(x, out=y)
-        self.cube_root_grad(g, y, out=dx)
-        return y, dx
+        return fused_by_parts(self, x, g, out, dtype)
