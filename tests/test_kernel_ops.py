@@ -165,3 +165,48 @@ def test_elementary_op_refuses_other_names(bad: object) -> None:
         elementary_op(bad)
     with pytest.raises(ValueError, match="op must be"):
         cbrtgrad.kernels.cpu.ufunc(bad, np.float64)  # type: ignore[arg-type]
+
+
+def test_a_new_elementary_op_gets_its_backend_method(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What adding an entry gives every backend built on ElementwiseOps: a
+    # method of the op's name and parameters, calling the backend's run.
+    from cbrtgrad.backends import _protocol
+
+    twice = KernelOp(
+        name="twice",
+        function="twice",
+        inputs=("a", "b"),
+        outputs=("c",),
+        kernel="twice",
+        summary="2 a b.",
+        saves="inputs",
+        amp_policy="promote",
+        parallel_loops=("twice",),
+    )
+    monkeypatch.setattr(_protocol, "ELEMENTARY", (*ELEMENTARY, twice))
+
+    class Recorder(_protocol.ElementwiseOps):
+        def run(self, op, inputs, out, where, dtype, **options):  # type: ignore[no-untyped-def]
+            return op, inputs, out, where, dtype, options
+
+    assert _positional(Recorder.twice) == ["a", "b", "out"]
+    assert Recorder().twice(b=2, a=1, dtype="d", stream=0) == (
+        twice,
+        (1, 2),
+        None,
+        True,
+        "d",
+        {"stream": 0},
+    )
+    assert Recorder().cube_root(5, "o")[1:3] == ((5,), "o")
+    assert "2 a b." in Recorder.twice.__doc__
+
+
+@pytest.mark.parametrize("name", ["cpu", "parallel", "numpy"])
+def test_backend_methods_take_inputs_by_name_and_out_by_position(name: str) -> None:
+    backend = cbrtgrad.backends.get_backend(name)
+    g, y, out = np.array([12.0, 27.0]), np.array([2.0, -3.0]), np.empty(2)
+    assert backend.cube_root_grad(y=y, g=g) is not None
+    assert backend.cube_root_grad(g, y, out) is out
+    np.testing.assert_array_equal(out, [1.0, 1.0])
+    assert backend.cube_root(np.array([8.0]), np.empty(1))[0] == 2.0

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+import linecache
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+
+from ..kernels.kernel_ops import ELEMENTARY, KernelOp
 
 #: Sums of this many elements or more go to a backend's own ``sum`` (see
 #: :class:`Backend`): the graph engine asks the backend for one from here,
@@ -166,3 +170,68 @@ class Backend(Protocol):
             ``y`` and ``dx``, the same bits as the two separate calls.
         """
         ...
+
+
+def _op_method(op: KernelOp) -> Any:
+    # The method written out with the op's own parameter names (as
+    # dataclasses writes __init__), so that it is called, inspected and
+    # documented as if written by hand: (self, x, out=None, *, where=True,
+    # dtype=None, **options) for the cube root, (self, g, y, ...) for its
+    # gradient. The names are identifiers (tests/test_kernel_ops.py).
+    inputs = ", ".join(op.inputs)
+    source = (
+        f"def {op.name}(self, {inputs}, out=None, *, where=True, dtype=None, **options):\n"
+        f"    return self.run(OP, ({inputs},), out, where, dtype, **options)\n"
+    )
+    namespace: dict[str, Any] = {"OP": op}
+    # Its source kept where inspect.getsource finds it (as attrs does), for
+    # the docs' autodoc and tracebacks.
+    filename = f"<cbrtgrad.backends: method {op.name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - from the table's names
+    method = namespace[op.name]
+    inputs_doc = "".join(f"{name} : array_like\n    An input of the op.\n" for name in op.inputs)
+    method.__doc__ = (
+        f"The ``{op.name}`` op, {op.summary[0].lower()}{op.summary[1:]}\n\n"
+        "Parameters\n----------\n"
+        f"{inputs_doc}"
+        "out : array, optional\n    Where to write the result.\n"
+        "where : array_like of bool, optional\n    Where to compute.\n"
+        "dtype : numpy.dtype, optional\n    float32 or float64 to compute in.\n"
+        "**options\n    The backend's own keywords (cuda: ``stream``, ``copy_host``).\n\n"
+        "Returns\n-------\narray\n"
+        f"    ``{op.outputs[0]}``, computed by this backend's ``run``.\n"
+    )
+    return method
+
+
+class ElementwiseOps:
+    """The protocol's method of every elementary kernel op, made from its entry.
+
+    A backend that derives from this class and has one method
+    ``run(op, inputs, out, where, dtype, **options)``, for any elementary op
+    of :mod:`cbrtgrad.kernels.kernel_ops`, gets ``cube_root(x, out=None, *,
+    where=True, dtype=None)``, ``cube_root_grad(g, y, ...)`` and the method of
+    any op added to the table, each calling ``run``; a method the class
+    writes itself is kept (the ``parallel`` backend's gradient, which first
+    looks for a constant ``g``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> class Echo(ElementwiseOps):
+    ...     def run(self, op, inputs, out, where, dtype):
+    ...         return op.name, len(inputs)
+    >>> Echo().cube_root_grad(np.ones(2), np.ones(2))
+    ('cube_root_grad', 2)
+    """
+
+    if TYPE_CHECKING:  # what __init_subclass__ makes, for type checkers (Backend)
+        cube_root: Callable[..., Any]
+        cube_root_grad: Callable[..., Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for op in ELEMENTARY:
+            if op.name not in vars(cls):
+                setattr(cls, op.name, _op_method(op))

@@ -31,8 +31,9 @@ import numpy as np
 from .. import _config, _dtypes
 from .._array_kinds import is_device_array
 from ..kernels import cpu as cpu_kernels
+from ..kernels.kernel_ops import CUBE_ROOT, KernelOp
 from ._layout import apply_elementwise, call_ufunc, fused_by_parts
-from ._protocol import Availability
+from ._protocol import Availability, ElementwiseOps
 
 #: The most elements one vForce call can take (its length is a C ``int``).
 MAX_CHUNK = 2**31 - 1
@@ -68,7 +69,7 @@ def _load(path: str) -> _Library:
     return _Library(functions, "")  # type: ignore[arg-type]
 
 
-class AccelerateBackend:
+class AccelerateBackend(ElementwiseOps):
     """ctypes binding to vForce; the library is loaded on first use.
 
     Parameters
@@ -146,16 +147,13 @@ class AccelerateBackend:
 
         return run
 
-    def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        compute = _dtypes.compute_dtype_of(x, dtype=dtype)
-        return apply_elementwise(self._vforce(compute), (x,), compute, out, where)
-
-    def cube_root_grad(
-        self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
-    ) -> Any:
-        compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
-        gradient = cpu_kernels.ufunc("cube_root_grad", compute)
-        return call_ufunc(gradient, g, y, out=out, where=where, dtype=compute)
+    def run(self, op: KernelOp, inputs: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
+        """The cube root by vForce; any other elementary op is the ``cpu`` backend's ufunc."""
+        compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        if op is CUBE_ROOT:
+            return apply_elementwise(self._vforce(compute), inputs, compute, out, where)
+        ufunc = cpu_kernels.ufunc(op.name, compute)
+        return call_ufunc(ufunc, *inputs, out=out, where=where, dtype=compute)
 
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None

@@ -10,8 +10,9 @@ from .. import _dtypes
 from .._array_kinds import is_device_array
 from .._ufunc_args import fused_overlap
 from ..kernels import SERIAL_BLOCK
+from ..kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_GRAD, ELEMENTARY, KernelOp, elementary_op
 from ._layout import call_ufunc, fused_outputs, into_other_dtype, written_back
-from ._protocol import Availability
+from ._protocol import Availability, ElementwiseOps
 
 
 def _kernels() -> Any:
@@ -22,17 +23,19 @@ def _kernels() -> Any:
     return cpu
 
 
-class CpuBackend:
+class CpuBackend(ElementwiseOps):
     """Single-thread numpy ufuncs around cbrtgrad's numba block loops (correctly rounded)."""
 
     name = "cpu"
 
     def __init__(self) -> None:
-        #: ``{dtype: ufunc}`` once a call has compiled or loaded them.
+        #: ``{op name: {dtype: ufunc}}`` once a call has compiled or loaded them,
+        #: one dict per elementary op (kernels/kernel_ops.py).
+        self.kept: dict[str, dict[Any, np.ufunc]] = {op.name: {} for op in ELEMENTARY}
         #: NOTE: hot path: the api's and the engine's small calls look the
         #: dtype up here instead of calling into the kernel module each time.
-        self.forward: dict[Any, np.ufunc] = {}
-        self.gradient: dict[Any, np.ufunc] = {}
+        self.forward = self.kept[CUBE_ROOT.name]
+        self.gradient = self.kept[CUBE_ROOT_GRAD.name]
 
     def ufunc(self, kernel: str, dtype: np.dtype) -> np.ufunc:
         """The numpy ufunc of ``kernel`` (``cube_root``, ``cube_root_grad``) for ``dtype``.
@@ -47,7 +50,9 @@ class CpuBackend:
         >>> CpuBackend().ufunc("cube_root", np.dtype(np.float64))(np.array([-8.0]))
         array([-2.])
         """
-        kept = self.forward if kernel == "cube_root" else self.gradient
+        kept = self.kept.get(kernel)
+        if kept is None:
+            kept = self.kept[elementary_op(kernel).name]  # raises for any other name
         found = kept.get(dtype)
         if found is None:
             found = kept[dtype] = _kernels().ufunc(kernel, dtype)
@@ -59,41 +64,29 @@ class CpuBackend:
     def accepts(self, x: Any) -> bool:
         return not is_device_array(x)
 
-    def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        # NOTE: x is in the compute dtype (the api cast it) unless dtype= says
-        # otherwise; only that dtype's loop is compiled or loaded.
-        if where is True and (dtype is None or dtype is x.dtype or dtype == x.dtype):
-            # NOTE: hot path (every engine forward and api call): the ufunc
-            # writes any out= itself.
-            forward = self.forward.get(x.dtype)
-            if forward is None:
-                forward = self.ufunc("cube_root", x.dtype)
-            if out is None:
-                return forward(x)
-            if out.dtype != x.dtype:  # NOTE: never a cast of out's old content (_layout)
-                return into_other_dtype(forward, (x,), out, x.dtype)
-            return forward(x, out)
-        compute = _dtypes.compute_dtype_of(x, dtype=dtype)
-        return call_ufunc(self.ufunc("cube_root", compute), x, out=out, where=where, dtype=compute)
+    def run(self, op: KernelOp, inputs: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
+        """An elementary op by its ufunc, on numpy's ufunc machinery.
 
-    def cube_root_grad(
-        self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
-    ) -> Any:
-        if where is True and (dtype is None or dtype == y.dtype == g.dtype):
-            # NOTE: hot path (every engine backward and api call). A broadcast g (the
-            # gradient of a sum) reaches the loop with stride 0 and is read
-            # from a buffer of its value there.
-            gradient = self.gradient.get(y.dtype)
-            if gradient is None:
-                gradient = self.ufunc("cube_root_grad", y.dtype)
+        NOTE: the inputs are in the compute dtype (the caller cast them)
+        unless ``dtype=`` says otherwise; only that dtype's loop is compiled
+        or loaded.
+        """
+        dt = inputs[-1].dtype
+        if where is True and (dtype is None or all(a.dtype == dtype for a in inputs)):
+            # The plain call (the engine's, the api's on this backend): the
+            # ufunc writes any out= itself. A broadcast g (the gradient of a
+            # sum) reaches the loop with stride 0 and is read from a buffer
+            # of its value there.
+            ufunc = self.kept[op.name].get(dt) or self.ufunc(op.name, dt)
             if out is None:
-                return gradient(g, y)
-            if out.dtype != y.dtype:
-                return into_other_dtype(gradient, (g, y), out, y.dtype)
-            return gradient(g, y, out)
-        compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
-        gradient = self.ufunc("cube_root_grad", compute)
-        return call_ufunc(gradient, g, y, out=out, where=where, dtype=compute)
+                return ufunc(*inputs)
+            if out.dtype != dt:  # NOTE: never a cast of out's old content (_layout)
+                return into_other_dtype(ufunc, inputs, out, dt)
+            return ufunc(*inputs, out)
+        compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        return call_ufunc(
+            self.ufunc(op.name, compute), *inputs, out=out, where=where, dtype=compute
+        )
 
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None

@@ -30,9 +30,10 @@ from .. import _dtypes
 from .._array_kinds import is_device_array
 from .._ufunc_args import exact_out, fused_pair
 from ..kernels.cuda_primitives import simulating  # no numba.cuda: numpy and the stdlib
+from ..kernels.kernel_ops import KernelOp
 from . import _device_arrays as arrays
 from ._cuda_probe import probe
-from ._protocol import Availability
+from ._protocol import Availability, ElementwiseOps
 
 _HOST_HINT = (
     "the cuda backend takes device arrays (CuPy, PyTorch CUDA tensors, numba device arrays "
@@ -41,7 +42,7 @@ _HOST_HINT = (
 )
 
 
-class CudaBackend:
+class CudaBackend(ElementwiseOps):
     """Tiled CUDA kernels calling the shared scalar formula.
 
     Examples
@@ -332,45 +333,33 @@ class CudaBackend:
 
     # -- the protocol ---------------------------------------------------------
 
-    def cube_root(
+    def run(
         self,
-        x: Any,
+        op: KernelOp,
+        inputs: tuple[Any, ...],
         out: Any = None,
-        *,
         where: Any = True,
         dtype: Any = None,
+        *,
         stream: Any = None,
         copy_host: bool = False,
     ) -> Any:
-        """``cbrt(x)`` on the device; ``stream`` and ``copy_host`` are cuda-only."""
-        self._check_where(where)
-        self._check_out_kind(out, copy_host)
-        (xo,), streams, _ = self._prepare((x,), ("x",), copy_host, stream)
-        compute = _dtypes.compute_dtype_of(xo, dtype=dtype)
-        result, yo, host = self._output(out, "out", xo, compute, streams[2])
-        self._launch("forward", compute, [xo, yo], 1, streams)
-        return self._finish(result, host, copy_host, streams[2])
+        """An elementary op by its kernel on the device; ``stream`` and ``copy_host`` are cuda-only.
 
-    def cube_root_grad(
-        self,
-        g: Any,
-        y: Any,
-        out: Any = None,
-        *,
-        where: Any = True,
-        dtype: Any = None,
-        stream: Any = None,
-        copy_host: bool = False,
-    ) -> Any:
-        """``g / (3 y^2)`` on the device; ``g`` and ``y`` of one shape."""
+        The inputs have one shape, but a ``g`` (an upstream gradient) of one
+        element, broadcast (:meth:`_prepare`).
+        """
         self._check_where(where)
         self._check_out_kind(out, copy_host)
         # The compute dtype from the values themselves: a Python scalar g is
         # weak (NEP 50), as in the api.
-        compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
-        (go, yo), streams, scalar_g = self._prepare((g, y), ("g", "y"), copy_host, stream, compute)
-        result, dxo, host = self._output(out, "out", yo, compute, streams[2])
-        self._launch("grad", compute, [go, yo, dxo], 2, streams, scalar_g)
+        compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        scalar_dtype = compute if "g" in op.inputs else None
+        operands, streams, scalar_g = self._prepare(
+            inputs, op.inputs, copy_host, stream, scalar_dtype
+        )
+        result, written, host = self._output(out, "out", operands[-1], compute, streams[2])
+        self._launch(op.kernel, compute, [*operands, written], op.arity, streams, scalar_g)
         return self._finish(result, host, copy_host, streams[2])
 
     def cube_root_and_grad(

@@ -16,6 +16,7 @@ backend up in the worker's own registry (compiling its kernels there once).
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import Any
@@ -26,9 +27,10 @@ from .. import _dtypes
 from .._array_kinds import is_dask_array, is_device_array
 from .._namespaces import device, library_dtype, namespace
 from .._ufunc_args import broadcast_shape, check_out
+from ..kernels.kernel_ops import KERNEL_OPS, KernelOp
 from ._catalog import get_backend as _backend
 from ._device_arrays import NUMBA, library_of
-from ._protocol import Availability
+from ._protocol import Availability, ElementwiseOps
 
 
 def _host(block: Any, dtype: np.dtype) -> Any:
@@ -40,20 +42,13 @@ def _host(block: Any, dtype: np.dtype) -> Any:
     return block
 
 
-def _cube_root_block(
-    x: Any, *rest: Any, backend: str, dtype: np.dtype, where: bool, out: bool
-) -> Any:
-    mask = rest[0] if where else True
-    old = np.array(rest[-1], dtype=dtype) if out else None  # a chunk is never written to
-    return _backend(backend).cube_root(x, out=old, where=mask, dtype=dtype)
-
-
-def _cube_root_grad_block(
-    g: Any, y: Any, *rest: Any, backend: str, dtype: np.dtype, where: bool, out: bool
-) -> Any:
-    mask = rest[0] if where else True
-    old = np.array(rest[-1], dtype=dtype) if out else None
-    return _backend(backend).cube_root_grad(_host(g, dtype), _host(y, dtype), out=old, where=mask)
+def _op_block(*blocks: Any, op: str, backend: str, dtype: np.dtype, where: bool, out: bool) -> Any:
+    # One task: the op's inputs, then the where= and out= blocks when given.
+    arity = KERNEL_OPS[op].arity
+    mask = blocks[arity] if where else True
+    old = np.array(blocks[-1], dtype=dtype) if out else None  # a chunk is never written to
+    inputs = [_host(block, dtype) for block in blocks[:arity]]
+    return getattr(_backend(backend), op)(*inputs, out=old, where=mask, dtype=dtype)
 
 
 def _fused_block(x: Any, g: Any, *, backend: str, dtype: np.dtype) -> tuple[Any, Any]:
@@ -110,7 +105,7 @@ def _same_lengths(function: Any, broadcast: tuple[Any, ...], *blocks: Any, **kwa
     return function(*blocks, **kwargs)
 
 
-class DaskBlocks:
+class DaskBlocks(ElementwiseOps):
     """The three kernels of backend ``inner`` applied to each chunk of dask arrays.
 
     Parameters
@@ -290,8 +285,6 @@ class DaskBlocks:
         token: str,
         lead: int = 0,
     ) -> Any:
-        import functools
-
         import dask.array as da
 
         unknown = any(_unknown_shape(v) for v in values)
@@ -320,26 +313,32 @@ class DaskBlocks:
 
     # -- the protocol ---------------------------------------------------------
 
-    def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        compute = _dtypes.compute_dtype_of(x, dtype=dtype)
-        extra, out = self._extras(where, out, (x,), compute)
-        return self._map(_cube_root_block, [x, *extra], compute, out, where is not True, "cbrt")
+    def run(self, op: KernelOp, inputs: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
+        """An elementary op as one task per chunk, each the inner backend's method of the op.
 
-    def cube_root_grad(
-        self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
-    ) -> Any:
-        compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
-        extra, out = self._extras(where, out, (g, y), compute)
-        values = [self._lazy(g, "g"), self._lazy(y, "y"), *extra]
-        return self._map(
-            _cube_root_grad_block, values, compute, out, where is not True, "cbrt_grad", lead=1
-        )
+        Parameters
+        ----------
+        op : KernelOp
+            The op (an entry of ``cbrtgrad/kernels/kernel_ops.py``).
+        inputs : tuple
+            Dask arrays, numpy arrays or scalars; the chunks follow the last.
+        out, where, dtype
+            As for :meth:`cube_root`.
+
+        Returns
+        -------
+        dask.array.Array
+        """
+        compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        extra, out = self._extras(where, out, inputs, compute)
+        values = [self._lazy(v, name) for v, name in zip(inputs, op.inputs, strict=True)]
+        block = functools.partial(_op_block, op=op.name)
+        masked = where is not True
+        return self._map(block, [*values, *extra], compute, out, masked, op.function, op.arity - 1)
 
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
     ) -> tuple[Any, Any]:
-        import functools
-
         import dask.array as da
 
         if out is not None:

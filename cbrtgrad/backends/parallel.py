@@ -20,8 +20,9 @@ from .._ufunc_args import fused_overlap
 from ..kernels import cpu as cpu_kernels
 from ..kernels import fpstatus
 from ..kernels import reduce as reduce_kernels
+from ..kernels.kernel_ops import CUBE_ROOT_GRAD, KernelOp
 from ._layout import apply_elementwise, constant_operand, fused_outputs
-from ._protocol import SUM_MIN_SIZE, Availability
+from ._protocol import SUM_MIN_SIZE, Availability, ElementwiseOps
 
 
 class _Run:
@@ -39,7 +40,7 @@ class _Run:
             self.status |= int(self.kernel(*arrays))
 
 
-class ParallelBackend:
+class ParallelBackend(ElementwiseOps):
     """numba ``parallel=True`` loops over blocks of the vectorised cpu loops.
 
     The loops run on numba's threads, whose IEEE flags numpy never sees:
@@ -75,11 +76,12 @@ class ParallelBackend:
     def _locked(self, kernel: Any) -> _Run:
         return _Run(self._lock, kernel)
 
-    def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        compute = _dtypes.compute_dtype_of(x, dtype=dtype)
-        kernel = self._locked(cpu_kernels.parallel_loops().forward)
-        result = apply_elementwise(kernel, (x,), compute, out, where)
-        fpstatus.signal(kernel.status, "cube_root")  # after out= is written, as numpy
+    def run(self, op: KernelOp, inputs: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
+        """An elementary op by its entry's first ``prange`` loop; its IEEE flags signalled."""
+        compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        kernel = self._locked(cpu_kernels.parallel_loops().loop(op.parallel_loops[0]))
+        result = apply_elementwise(kernel, inputs, compute, out, where)
+        fpstatus.signal(kernel.status, op.name)  # after out= is written, as numpy
         return result
 
     def cube_root_grad(
@@ -87,16 +89,14 @@ class ParallelBackend:
     ) -> Any:
         constant = constant_operand(g, y, out, where)
         if constant is not None:
+            # One g for every y (the gradient of a sum): its own loop, which
+            # never makes g an array.
             dx = np.empty_like(y)
             kernel = self._locked(cpu_kernels.parallel_loops().grad_constant)
             kernel(constant, y.reshape(-1), dx.reshape(-1))
-            fpstatus.signal(kernel.status, "cube_root_grad")
+            fpstatus.signal(kernel.status, CUBE_ROOT_GRAD.name)
             return dx
-        compute = _dtypes.compute_dtype_of(g, y, argument="g, y", dtype=dtype)
-        kernel = self._locked(cpu_kernels.parallel_loops().grad)
-        result = apply_elementwise(kernel, (g, y), compute, out, where)
-        fpstatus.signal(kernel.status, "cube_root_grad")
-        return result
+        return self.run(CUBE_ROOT_GRAD, (g, y), out, where, dtype)
 
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None
@@ -124,7 +124,7 @@ class ParallelBackend:
             kernel(*flat)
         # The forward raises no flag on its own (but for a signaling nan), so
         # the pair's flags are the gradient's, as the cpu backend names them.
-        fpstatus.signal(kernel.status, "cube_root_grad")
+        fpstatus.signal(kernel.status, CUBE_ROOT_GRAD.name)
         return y, dx
 
     def sum(self, a: Any, axis: Any = None, keepdims: Any = False) -> Any:

@@ -318,6 +318,13 @@ class ParallelLoops:
     (:mod:`cbrtgrad.kernels.fpstatus`), for the caller to signal.
     """
 
+    @staticmethod
+    def loop(name: str) -> Callable[..., Any]:
+        """The loop ``name`` (a key of ``LOOPS``: an op's ``parallel_loops``)."""
+        if name not in LOOPS:
+            raise ValueError(f"cbrtgrad: no parallel loop {name!r}; the loops are {sorted(LOOPS)}")
+        return _ByDtype(name)
+
     @property
     def forward(self) -> Callable[..., Any]:
         return _ByDtype("forward")
