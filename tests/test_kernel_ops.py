@@ -210,3 +210,22 @@ def test_backend_methods_take_inputs_by_name_and_out_by_position(name: str) -> N
     assert backend.cube_root_grad(g, y, out) is out
     np.testing.assert_array_equal(out, [1.0, 1.0])
     assert backend.cube_root(np.array([8.0]), np.empty(1))[0] == 2.0
+
+
+@pytest.mark.parametrize("name", ["cpu", "parallel", "numpy"])
+def test_direct_backend_calls_follow_the_dtype_rule(name: str) -> None:
+    # A backend called directly (not through the api) with inputs the api
+    # would cast: the same dtype rule, never a ufunc loop's own cast.
+    backend = cbrtgrad.backends.get_backend(name)
+    y = backend.cube_root([8.0, -27.0])
+    assert y.dtype == np.float64 and list(y) == [2.0, -3.0]
+    assert backend.cube_root(np.array([8], np.int64)).dtype == np.float64
+    assert backend.cube_root(np.array([8.0], np.float16)).dtype == np.float32
+    # float64 g with a float32 y computes in float64, as cbrtgrad.cbrt_grad does.
+    g, y32 = np.array([1.0 + 2.0**-40]), np.array([2.0], np.float32)
+    dx = backend.cube_root_grad(g, y32)
+    assert dx.dtype == np.float64
+    if name != "numpy":  # numpy's expression is not correctly rounded
+        assert dx[0] == cbrtgrad.cbrt_grad(g, y32)[0]
+    with pytest.raises(TypeError, match="x has dtype <U1"):
+        backend.cube_root(np.array(["a"]))

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._array_kinds import is_device_array
+from .._dtypes import _NATIVE
 from .._ufunc_args import fused_overlap
 from ..kernels import SERIAL_BLOCK
 from ..kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_GRAD, ELEMENTARY, KernelOp, elementary_op
@@ -67,12 +68,19 @@ class CpuBackend(ElementwiseOps):
     def run(self, op: KernelOp, inputs: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
         """An elementary op by its ufunc, on numpy's ufunc machinery.
 
-        NOTE: the inputs are in the compute dtype (the caller cast them)
-        unless ``dtype=`` says otherwise; only that dtype's loop is compiled
-        or loaded.
+        NOTE: the api and the engine give inputs in the compute dtype; only
+        that dtype's loop is compiled or loaded. Any other inputs (a direct
+        call with a list, integers, half precision or mixed precision) take
+        the general route and the one dtype rule (``compute_dtype_of``), as on
+        every backend, never a ufunc loop's own casts.
         """
-        dt = inputs[-1].dtype
-        if where is True and (dtype is None or all(a.dtype == dtype for a in inputs)):
+        dt = getattr(inputs[-1], "dtype", None)
+        if (
+            where is True
+            and dt in _NATIVE
+            and (dtype is None or dtype == dt)
+            and all(getattr(a, "dtype", None) == dt for a in inputs[:-1])
+        ):
             # The plain call (the engine's, the api's on this backend): the
             # ufunc writes any out= itself. A broadcast g (the gradient of a
             # sum) reaches the loop with stride 0 and is read from a buffer

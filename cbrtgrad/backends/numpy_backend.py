@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _dtypes
 from .._array_kinds import is_device_array
 from ._layout import fused_by_parts, masked
 from ._protocol import Availability
@@ -27,11 +28,15 @@ class NumpyBackend:
         return not is_device_array(x)
 
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
-        return np.cbrt(x, out=out, where=where, dtype=dtype)
+        # The one dtype rule for a direct call too (float16 in float32), not np.cbrt's.
+        compute = _dtypes.compute_dtype_of(x) if dtype is None else dtype
+        return np.cbrt(x, out=out, where=where, dtype=compute)
 
     def cube_root_grad(
         self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
     ) -> Any:
+        if dtype is None:
+            dtype = _dtypes.compute_dtype_of(g, y, argument="g, y")
         if where is not True:
             # Only where selects, as one ufunc with where= would (no flags
             # from the other elements' y * y).
