@@ -50,6 +50,7 @@ from ._ufunc_args import (
 )
 from .backends import _registry
 from .kernels import SERIAL_BLOCK
+from .kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_GRAD, KernelOp
 
 #: The public functions, and the checks the graph engine's ``cbrt`` with
 #: ``out=``/``where=`` makes through the api (defined in ``_ufunc_args``).
@@ -109,6 +110,49 @@ def _subclass_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 
 def _not_plain(out: Any) -> bool:
     return out is not None and type(out) is not np.ndarray
+
+
+def _elementwise(
+    op: KernelOp,
+    function: Any,
+    inputs: tuple[Any, ...],
+    out: Any,
+    where: Any,
+    dtype: Any,
+    backend: Any,
+) -> Any:
+    """The public ``function`` of an elementary op past its hot path and its overrides.
+
+    A half-precision ``out`` rounded once in it; the compute dtype (the one
+    rule), the backend, then numpy's ufunc machinery on a backend with ufuncs,
+    or the backend's method of the op with ``out`` checked and the inputs
+    unaliased from it; an ndarray subclass as :func:`_subclass_result` says.
+    """
+    if out is not None and (type(out) is not np.ndarray or out.dtype.itemsize == 2):
+        target = half_target(out, *inputs)
+        if target is not None:
+            return half_out(function, inputs, target, check_where(where), backend, dtype)
+    keep_choice()
+    plain = all(type(a) is np.ndarray for a in inputs) and not _not_plain(out)
+    sub = not plain and has_subclass(*inputs, out)
+    compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+    if not sub:
+        inputs = tuple(as_compute(a, compute) for a in inputs)
+    if where is not True:
+        where = check_where(where)
+    # The backend by the op's last input (x; y of the gradient), as its chunks.
+    chosen = _registry.resolve(backend, inputs[-1], *inputs[:-1])
+    if hasattr(chosen, "ufunc") and not (sub and where is not True):
+        return ufunc_call(chosen.ufunc(op.name, compute), inputs, out, where, compute)
+    if sub:
+        kwargs = {"out": out, "where": where, "backend": backend}
+        if dtype is not None:  # a keyword of cbrt only
+            kwargs["dtype"] = dtype
+        return _subclass_result(function, inputs, kwargs)
+    if out is not None:
+        out = check_out(out, inputs, compute, where)
+        inputs = unaliased(inputs, out)
+    return getattr(chosen, op.name)(*inputs, out=out, where=where, dtype=compute)
 
 
 def cbrt(
@@ -193,27 +237,7 @@ def cbrt(
                 overridden = hook(x, cbrt, (x,), kwargs)
             if overridden is not NotImplemented:
                 return overridden
-    if out is not None and (type(out) is not np.ndarray or out.dtype.itemsize == 2):
-        target = half_target(out, x)
-        if target is not None:
-            return half_out(cbrt, (x,), target, check_where(where), backend, dtype)
-    keep_choice()
-    sub = (type(x) is not np.ndarray or _not_plain(out)) and has_subclass(x, out)
-    compute = _dtypes.compute_dtype_of(x, dtype=dtype)
-    if not sub:
-        x = as_compute(x, compute)
-    if where is not True:
-        where = check_where(where)
-    chosen = _registry.resolve(backend, x)
-    if hasattr(chosen, "ufunc") and not (sub and where is not True):
-        return ufunc_call(chosen.ufunc("cube_root", compute), (x,), out, where, compute)
-    if sub:
-        kwargs = {"out": out, "where": where, "dtype": dtype, "backend": backend}
-        return _subclass_result(cbrt, (x,), kwargs)
-    if out is not None:
-        out = check_out(out, (x,), compute, where)
-        (x,) = unaliased((x,), out)
-    return chosen.cube_root(x, out=out, where=where, dtype=compute)
+    return _elementwise(CUBE_ROOT, cbrt, (x,), out, where, dtype, backend)
 
 
 def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend: Any = None) -> Any:
@@ -274,28 +298,7 @@ def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend:
         overridden = _override(cbrt_grad, (g, y), kwargs)
         if overridden is not _NO_OVERRIDE:
             return overridden
-    if out is not None and (type(out) is not np.ndarray or out.dtype.itemsize == 2):
-        target = half_target(out, g, y)
-        if target is not None:
-            return half_out(cbrt_grad, (g, y), target, check_where(where), backend)
-    keep_choice()
-    plain = type(g) is np.ndarray and type(y) is np.ndarray and not _not_plain(out)
-    sub = not plain and has_subclass(g, y, out)
-    compute = _dtypes.compute_dtype_of(g, y, argument="g, y")
-    if not sub:
-        g, y = as_compute(g, compute), as_compute(y, compute)
-    if where is not True:
-        where = check_where(where)
-    chosen = _registry.resolve(backend, y, g)
-    if hasattr(chosen, "ufunc") and not (sub and where is not True):
-        return ufunc_call(chosen.ufunc("cube_root_grad", compute), (g, y), out, where, compute)
-    if sub:
-        kwargs = {"out": out, "where": where, "backend": backend}
-        return _subclass_result(cbrt_grad, (g, y), kwargs)
-    if out is not None:
-        out = check_out(out, (g, y), compute, where)
-        g, y = unaliased((g, y), out)
-    return chosen.cube_root_grad(g, y, out=out, where=where, dtype=compute)
+    return _elementwise(CUBE_ROOT_GRAD, cbrt_grad, (g, y), out, where, None, backend)
 
 
 def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) -> tuple[Any, Any]:
