@@ -50,7 +50,7 @@ from ._ufunc_args import (
 )
 from .backends import _registry
 from .kernels import SERIAL_BLOCK
-from .kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_GRAD, KernelOp
+from .kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_AND_GRAD, CUBE_ROOT_GRAD, KernelOp
 
 #: The public functions, and the checks the graph engine's ``cbrt`` with
 #: ``out=``/``where=`` makes through the api (defined in ``_ufunc_args``).
@@ -70,8 +70,8 @@ def _override(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return _NO_OVERRIDE
 
 
-def _subclass_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``func(*args, **kwargs)`` with an ndarray subclass argument or ``out``, off the ufunc route.
+def _subclass_result(op: KernelOp, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``func(*args, **kwargs)`` (``op``'s function) with an ndarray subclass, off the ufunc route.
 
     A subclass that overrides ``__array_ufunc__`` decides the call itself,
     given the cpu backend's ufunc (as it would get ``np.cbrt``); any other
@@ -82,18 +82,17 @@ def _subclass_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     outs = out if isinstance(out, tuple) else (out,)
     arrays = [v for v in (*args, *outs) if isinstance(v, np.ndarray)]
     if any(_subclasses.overrides_ufuncs(v) for v in arrays):
-        if func is cbrt_and_grad:
+        if not op.elementary:  # cbrt_and_grad: its parts in turn
             y_out, dx_out = (None, None) if out is None else out
             y = cbrt(args[0], y_out, backend=kwargs.get("backend"))
             return y, cbrt_grad(args[1], y, dx_out, backend=kwargs.get("backend"))
         where = kwargs.get("where", True)
         if where is not True:
             where = check_where(where)
-        if func is cbrt:
-            compute = _dtypes.compute_dtype_of(args[0], dtype=kwargs.get("dtype"))
-            return ufunc_call(CPU.ufunc("cube_root", compute), args, out, where, compute)
-        compute = _dtypes.compute_dtype_of(*args, argument="g, y")
-        return ufunc_call(CPU.ufunc("cube_root_grad", compute), args, out, where, compute)
+        compute = _dtypes.compute_dtype_of(
+            *args, argument=", ".join(op.inputs), dtype=kwargs.get("dtype")
+        )
+        return ufunc_call(CPU.ufunc(op.name, compute), args, out, where, compute)
     plain_out = (
         tuple(_subclasses.plain(o) for o in outs)
         if isinstance(out, tuple)
@@ -148,7 +147,7 @@ def _elementwise(
         kwargs = {"out": out, "where": where, "backend": backend}
         if dtype is not None:  # a keyword of cbrt only
             kwargs["dtype"] = dtype
-        return _subclass_result(function, inputs, kwargs)
+        return _subclass_result(op, function, inputs, kwargs)
     if out is not None:
         out = check_out(out, inputs, compute, where)
         inputs = unaliased(inputs, out)
@@ -375,7 +374,8 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
         if overridden is not _NO_OVERRIDE:
             return overridden  # type: ignore[no-any-return]
     if (not plain or out is not None) and has_subclass(x, g, out):
-        result = _subclass_result(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
+        kwargs = {"out": out, "backend": backend}
+        result = _subclass_result(CUBE_ROOT_AND_GRAD, cbrt_and_grad, (x, g), kwargs)
         return result  # type: ignore[no-any-return]
     keep_choice()
     compute = _NATIVE.get(x.dtype) if plain and x.dtype is g.dtype else None
