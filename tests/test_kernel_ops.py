@@ -232,3 +232,7 @@ def test_direct_backend_calls_follow_the_dtype_rule(name: str) -> None:
         assert dx[0] == cbrtgrad.cbrt_grad(g, y32)[0]
     with pytest.raises(TypeError, match="x has dtype <U1"):
         backend.cube_root(np.array(["a"]))
+    with pytest.raises(TypeError, match="^cbrtgrad: out must be a numpy.ndarray, got list"):
+        backend.cube_root(np.ones(2), out=[0.0, 0.0])
+    with pytest.raises(TypeError, match="^cbrtgrad: out must be a numpy.ndarray, got str"):
+        backend.cube_root_grad(np.ones(2), np.ones(2), out="dx")

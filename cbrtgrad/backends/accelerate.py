@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import _config, _dtypes
 from .._array_kinds import is_device_array
+from .._ufunc_args import check_out
 from ..kernels import cpu as cpu_kernels
 from ..kernels.kernel_ops import CUBE_ROOT, KernelOp
 from ._layout import apply_elementwise, call_ufunc, fused_by_parts
@@ -150,6 +151,7 @@ class AccelerateBackend(ElementwiseOps):
     def run(self, op: KernelOp, inputs: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
         """The cube root by vForce; any other elementary op is the ``cpu`` backend's ufunc."""
         compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        out = check_out(out, inputs, compute, where)  # a direct call's, with cbrtgrad's words
         if op is CUBE_ROOT:
             return apply_elementwise(self._vforce(compute), inputs, compute, out, where)
         ufunc = cpu_kernels.ufunc(op.name, compute)

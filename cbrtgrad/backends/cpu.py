@@ -9,7 +9,7 @@ import numpy as np
 from .. import _dtypes
 from .._array_kinds import is_device_array
 from .._dtypes import _NATIVE
-from .._ufunc_args import fused_overlap
+from .._ufunc_args import check_out, fused_overlap
 from ..kernels import SERIAL_BLOCK
 from ..kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_GRAD, ELEMENTARY, KernelOp, elementary_op
 from ._layout import call_ufunc, fused_outputs, into_other_dtype, written_back
@@ -78,6 +78,7 @@ class CpuBackend(ElementwiseOps):
         if (
             where is True
             and dt in _NATIVE
+            and (out is None or type(out) is np.ndarray)
             and (dtype is None or dtype == dt)
             and all(getattr(a, "dtype", None) == dt for a in inputs[:-1])
         ):
@@ -92,9 +93,9 @@ class CpuBackend(ElementwiseOps):
                 return into_other_dtype(ufunc, inputs, out, dt)
             return ufunc(*inputs, out)
         compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
-        return call_ufunc(
-            self.ufunc(op.name, compute), *inputs, out=out, where=where, dtype=compute
-        )
+        out = check_out(out, inputs, compute, where)  # a direct call's, with cbrtgrad's words
+        ufunc = self.ufunc(op.name, compute)
+        return call_ufunc(ufunc, *inputs, out=out, where=where, dtype=compute)
 
     def cube_root_and_grad(
         self, x: Any, g: Any, out: Any = None, *, dtype: Any = None

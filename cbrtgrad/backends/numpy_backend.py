@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._array_kinds import is_device_array
+from .._ufunc_args import check_out
 from ._layout import fused_by_parts, masked
 from ._protocol import Availability
 
@@ -30,6 +31,7 @@ class NumpyBackend:
     def cube_root(self, x: Any, out: Any = None, *, where: Any = True, dtype: Any = None) -> Any:
         # The one dtype rule for a direct call too (float16 in float32), not np.cbrt's.
         compute = _dtypes.compute_dtype_of(x) if dtype is None else dtype
+        out = check_out(out, (x,), compute, where)  # a direct call's, with cbrtgrad's words
         return np.cbrt(x, out=out, where=where, dtype=compute)
 
     def cube_root_grad(
@@ -37,6 +39,7 @@ class NumpyBackend:
     ) -> Any:
         if dtype is None:
             dtype = _dtypes.compute_dtype_of(g, y, argument="g, y")
+        out = check_out(out, (g, y), dtype, where)
         if where is not True:
             # Only where selects, as one ufunc with where= would (no flags
             # from the other elements' y * y).

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._array_kinds import is_device_array
-from .._ufunc_args import fused_overlap
+from .._ufunc_args import check_out, fused_overlap
 from ..kernels import cpu as cpu_kernels
 from ..kernels import fpstatus
 from ..kernels import reduce as reduce_kernels
@@ -79,6 +79,7 @@ class ParallelBackend(ElementwiseOps):
     def run(self, op: KernelOp, inputs: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
         """An elementary op by its entry's first ``prange`` loop; its IEEE flags signalled."""
         compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        out = check_out(out, inputs, compute, where)  # a direct call's, with cbrtgrad's words
         kernel = self._locked(cpu_kernels.parallel_loops().loop(op.parallel_loops[0]))
         result = apply_elementwise(kernel, inputs, compute, out, where)
         fpstatus.signal(kernel.status, op.name)  # after out= is written, as numpy
