@@ -34,6 +34,7 @@ from numba import cuda
 from . import cuda_tiles as tiles
 from .cuda_primitives import cuda_primitives, simulating
 from .formulas import make_formulas
+from .kernel_ops import BY_KERNEL
 
 #: Threads per block on a GPU: a multiple of the warp size small enough that
 #: a multiprocessor holds several blocks.
@@ -315,7 +316,7 @@ def signature(name: str, compute: np.dtype, inputs: tuple[np.dtype, ...]) -> Any
     """
     from numba import types
 
-    outputs = 1 if name != "fused" else 2
+    outputs = len(BY_KERNEL[name].outputs)
     pointers = [types.CPointer(_numba_type(dt)) for dt in inputs]
     pointers += [types.CPointer(_numba_type(compute))] * outputs  # float32 or float64
     return types.void(*pointers, types.int64)

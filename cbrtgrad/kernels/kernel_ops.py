@@ -157,8 +157,8 @@ KERNEL_OPS: dict[str, KernelOp] = {
 #: The ops with a formula, a ufunc and per-target kernels of their own.
 ELEMENTARY: tuple[KernelOp, ...] = tuple(op for op in KERNEL_OPS.values() if op.elementary)
 
-#: The elementary ops by their kernels' name (``"forward"``, ``"grad"``).
-BY_KERNEL: dict[str, KernelOp] = {op.kernel: op for op in ELEMENTARY}
+#: Every op by its kernels' name (``"forward"``, ``"grad"``, ``"fused"``).
+BY_KERNEL: dict[str, KernelOp] = {op.kernel: op for op in KERNEL_OPS.values()}
 
 
 def elementary_op(name: Any, argument: str = "op") -> KernelOp:

@@ -56,6 +56,7 @@ from .blocks import (
 )
 from .cpu_ufuncs import ufunc_loop_shape
 from .grad_blocks import grad_block
+from .kernel_ops import BY_KERNEL
 
 __all__ = [
     "block_function",
@@ -188,7 +189,7 @@ def block_signature(kernel: str, dtype: str) -> Any:
     [False, False, True]
     """
     element = types.float32 if dtype == "float32" else types.float64
-    inputs = 1 if kernel == "forward" else 2
+    inputs = BY_KERNEL[kernel].arity
     readonly = types.Array(element, 1, "C", readonly=True)
     return types.void(*([readonly] * inputs), types.Array(element, 1, "C"))
 
