@@ -89,9 +89,7 @@ def _subclass_result(op: KernelOp, func: Any, args: tuple[Any, ...], kwargs: dic
         where = kwargs.get("where", True)
         if where is not True:
             where = check_where(where)
-        compute = _dtypes.compute_dtype_of(
-            *args, argument=", ".join(op.inputs), dtype=kwargs.get("dtype")
-        )
+        compute = _dtypes.compute_dtype_of(*args, argument=op.argument, dtype=kwargs.get("dtype"))
         return ufunc_call(CPU.ufunc(op.name, compute), args, out, where, compute)
     plain_out = (
         tuple(_subclasses.plain(o) for o in outs)
@@ -134,7 +132,7 @@ def _elementwise(
     keep_choice()
     plain = all(type(a) is np.ndarray for a in inputs) and not _not_plain(out)
     sub = not plain and has_subclass(*inputs, out)
-    compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+    compute = _dtypes.compute_dtype_of(*inputs, argument=op.argument, dtype=dtype)
     if not sub:
         inputs = tuple(as_compute(a, compute) for a in inputs)
     if where is not True:

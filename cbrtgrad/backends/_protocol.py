@@ -178,7 +178,7 @@ def _op_method(op: KernelOp) -> Any:
     # documented as if written by hand: (self, x, out=None, *, where=True,
     # dtype=None, **options) for the cube root, (self, g, y, ...) for its
     # gradient. The names are identifiers (tests/test_kernel_ops.py).
-    inputs = ", ".join(op.inputs)
+    inputs = op.argument
     source = (
         f"def {op.name}(self, {inputs}, out=None, *, where=True, dtype=None, **options):\n"
         f"    return self.run(OP, ({inputs},), out, where, dtype, **options)\n"

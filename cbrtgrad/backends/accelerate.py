@@ -150,7 +150,7 @@ class AccelerateBackend(ElementwiseOps):
 
     def run(self, op: KernelOp, inputs: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
         """The cube root by vForce; any other elementary op is the ``cpu`` backend's ufunc."""
-        compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        compute = _dtypes.compute_dtype_of(*inputs, argument=op.argument, dtype=dtype)
         out = check_out(out, inputs, compute, where)  # a direct call's, with cbrtgrad's words
         if op is CUBE_ROOT:
             return apply_elementwise(self._vforce(compute), inputs, compute, out, where)

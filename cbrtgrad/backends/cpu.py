@@ -92,7 +92,7 @@ class CpuBackend(ElementwiseOps):
             if out.dtype != dt:  # NOTE: never a cast of out's old content (_layout)
                 return into_other_dtype(ufunc, inputs, out, dt)
             return ufunc(*inputs, out)
-        compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        compute = _dtypes.compute_dtype_of(*inputs, argument=op.argument, dtype=dtype)
         out = check_out(out, inputs, compute, where)  # a direct call's, with cbrtgrad's words
         ufunc = self.ufunc(op.name, compute)
         return call_ufunc(ufunc, *inputs, out=out, where=where, dtype=compute)

@@ -353,7 +353,7 @@ class CudaBackend(ElementwiseOps):
         self._check_out_kind(out, copy_host)
         # The compute dtype from the values themselves: a Python scalar g is
         # weak (NEP 50), as in the api.
-        compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        compute = _dtypes.compute_dtype_of(*inputs, argument=op.argument, dtype=dtype)
         scalar_dtype = compute if "g" in op.inputs else None
         operands, streams, scalar_g = self._prepare(
             inputs, op.inputs, copy_host, stream, scalar_dtype

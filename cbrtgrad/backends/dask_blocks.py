@@ -329,7 +329,7 @@ class DaskBlocks(ElementwiseOps):
         -------
         dask.array.Array
         """
-        compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        compute = _dtypes.compute_dtype_of(*inputs, argument=op.argument, dtype=dtype)
         extra, out = self._extras(where, out, inputs, compute)
         values = [self._lazy(v, name) for v, name in zip(inputs, op.inputs, strict=True)]
         block = functools.partial(_op_block, op=op.name)

@@ -78,7 +78,7 @@ class ParallelBackend(ElementwiseOps):
 
     def run(self, op: KernelOp, inputs: tuple[Any, ...], out: Any, where: Any, dtype: Any) -> Any:
         """An elementary op by its entry's first ``prange`` loop; its IEEE flags signalled."""
-        compute = _dtypes.compute_dtype_of(*inputs, argument=", ".join(op.inputs), dtype=dtype)
+        compute = _dtypes.compute_dtype_of(*inputs, argument=op.argument, dtype=dtype)
         out = check_out(out, inputs, compute, where)  # a direct call's, with cbrtgrad's words
         kernel = self._locked(cpu_kernels.parallel_loops().loop(op.parallel_loops[0]))
         result = apply_elementwise(kernel, inputs, compute, out, where)

@@ -84,8 +84,7 @@ def loop_plan() -> list[tuple[str, str, str, str]]:
             for signature in LOOPS[name][0]:
                 dtype = dtype_of(signature)
                 variant = op.variants.get(dtype) or (
-                    f"{' then '.join(KERNEL_OPS[part].kernel for part in op.parts)}"
-                    f" per {PARALLEL_BLOCK}-element block"
+                    f"{' then '.join(op.kernels)} per {PARALLEL_BLOCK}-element block"
                 )
                 shape = parallel_loop_shape(name, signature).describe()
                 plan.append((f"parallel {name}", dtype, shape, variant))

@@ -76,6 +76,8 @@ class KernelOp:
     >>> op = KERNEL_OPS["cube_root_grad"]
     >>> op.function, op.inputs, op.arity, op.elementary
     ('cbrt_grad', ('g', 'y'), 2, True)
+    >>> KERNEL_OPS["cube_root_and_grad"].kernels
+    ('forward', 'grad')
     """
 
     name: str
@@ -95,6 +97,16 @@ class KernelOp:
     def arity(self) -> int:
         """The number of inputs."""
         return len(self.inputs)
+
+    @property
+    def argument(self) -> str:
+        """The inputs' names as errors name them (``"g, y"``: ``compute_dtype_of``'s argument)."""
+        return ", ".join(self.inputs)
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        """The kernels its loops run: its own, or a fused op's parts' in order."""
+        return tuple(KERNEL_OPS[part].kernel for part in self.parts) or (self.kernel,)
 
     @property
     def elementary(self) -> bool:

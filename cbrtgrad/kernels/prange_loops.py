@@ -134,11 +134,7 @@ def _grad_constant_loop(g, y, dx):  # type: ignore[no-untyped-def]
 
 #: The block loops each parallel loop calls (cpu_ufuncs.compile_shared_blocks):
 #: those of its op's kernel, or of a fused op's parts (kernel_ops.py).
-_SHARED_BY_LOOP = {
-    name: tuple(KERNEL_OPS[part].kernel for part in op.parts) or (op.kernel,)
-    for op in KERNEL_OPS.values()
-    for name in op.parallel_loops
-}
+_SHARED_BY_LOOP = {name: op.kernels for op in KERNEL_OPS.values() for name in op.parallel_loops}
 
 #: The loops by name: (signatures, function).
 LOOPS: dict[str, tuple[list[str], Any]] = {
