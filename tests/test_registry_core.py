@@ -116,3 +116,72 @@ def test_settings_cache_clear_drops_what_the_small_calls_keep(monkeypatch):
     finally:
         monkeypatch.delenv("CBRTGRAD_PARALLEL_MIN")
         _config.settings.cache_clear()
+
+
+def test_explicit_cpu_backend_wins_on_the_small_calls(monkeypatch):
+    # backend="cpu" takes the small calls' route (one ufunc call) whatever
+    # use_backend or CBRTGRAD_BACKEND say, with the cpu backend's bits, out=
+    # included; the numpy backend is told apart by its bits, as above.
+    x = np.linspace(0.5, 64.0, 1000, dtype=np.float32)
+    y = np.linspace(1.0, 2.0, 1000)
+    g = np.linspace(-3.0, 5.0, 1000)
+    out32, out64, pair = np.empty_like(x), np.empty_like(y), (np.empty_like(y), np.empty_like(y))
+    calls = {
+        "cbrt": lambda: cg.cbrt(x, backend="cpu"),
+        "cbrt out=": lambda: cg.cbrt(x, out32, backend="cpu").copy(),
+        "cbrt_grad": lambda: cg.cbrt_grad(g, y, backend="cpu"),
+        "cbrt_grad out=": lambda: cg.cbrt_grad(g, y, out=out64, backend="cpu").copy(),
+        "cbrt_and_grad": lambda: np.stack(cg.cbrt_and_grad(y, g, backend="cpu")),
+        "cbrt_and_grad out=": lambda: np.stack(cg.cbrt_and_grad(y, g, pair, backend="cpu")),
+    }
+    with backends.use_backend("cpu"):
+        expected = {name: call() for name, call in calls.items()}
+    assert (expected["cbrt"] != np.cbrt(x)).any()  # numpy's float32 bits differ somewhere
+    np.testing.assert_array_equal(expected["cbrt out="], expected["cbrt"])
+    np.testing.assert_array_equal(expected["cbrt_and_grad"][1], cg.cbrt_grad(g, cg.cbrt(y)))
+    with backends.use_backend("numpy"):
+        for name, call in calls.items():
+            assert call().tobytes() == expected[name].tobytes(), name
+    monkeypatch.setenv("CBRTGRAD_BACKEND", "numpy")
+    _config.settings.cache_clear()
+    try:
+        for name, call in calls.items():
+            assert call().tobytes() == expected[name].tobytes(), name
+        with pytest.raises(TypeError, match="cbrtgrad: out"):
+            cg.cbrt(x, out=[0.0] * 1000, backend="cpu")
+        with pytest.raises(TypeError, match="cbrtgrad"):
+            cg.cbrt(x, out=np.empty(1000, np.int32), backend="cpu")
+    finally:
+        monkeypatch.delenv("CBRTGRAD_BACKEND")
+        _config.settings.cache_clear()
+
+
+@pytest.mark.parametrize("call", ["api", "backend"])
+def test_small_fused_out_pair_keeps_the_fused_rule(call):
+    # The small fused calls hand a ready out pair to the two ufuncs
+    # (_ufunc_args.ready_pair): every input read before an output is written,
+    # y before dx, for y over x, dx over g, y and dx the same array, and
+    # y over g (not ready: the general route's temporaries).
+    fused = (
+        (lambda x, g, out: cg.cbrt_and_grad(x, g, out, backend="cpu"))
+        if call == "api"
+        else backends.get_backend("cpu").cube_root_and_grad
+    )
+    rng = np.random.default_rng(5)
+    x0, g0 = rng.uniform(-9, 9, 100), rng.uniform(-2, 2, 100)
+    y_expected, dx_expected = cg.cbrt(x0), cg.cbrt_grad(g0, cg.cbrt(x0))
+    for y_is, dx_is in (("x", "g"), ("x", "new"), ("new", "x"), ("g", "x"), ("g", "new")):
+        x, g = x0.copy(), g0.copy()
+        named = {"x": x, "g": g}
+        y = named.get(y_is, np.empty(100))
+        dx = named.get(dx_is, np.empty(100))
+        result = fused(x, g, (y, dx))
+        assert result[0] is y and result[1] is dx
+        np.testing.assert_array_equal(dx, dx_expected, err_msg=f"y={y_is}, dx={dx_is}")
+        if y is not dx:
+            np.testing.assert_array_equal(y, y_expected, err_msg=f"y={y_is}, dx={dx_is}")
+    a = np.empty(100)
+    fused(x0, g0, (a, a))
+    np.testing.assert_array_equal(a, dx_expected)  # y then dx: out=(a, a) holds dx
+    with pytest.raises(TypeError, match="cbrtgrad: out"):
+        fused(x0, g0, (np.empty(100, np.float32), np.empty(100)))
