@@ -133,6 +133,7 @@ def test_explicit_cpu_backend_wins_on_the_small_calls(monkeypatch):
         "cbrt_grad out=": lambda: cg.cbrt_grad(g, y, out=out64, backend="cpu").copy(),
         "cbrt_and_grad": lambda: np.stack(cg.cbrt_and_grad(y, g, backend="cpu")),
         "cbrt_and_grad out=": lambda: np.stack(cg.cbrt_and_grad(y, g, pair, backend="cpu")),
+        "Tensor cbrt": lambda: cg.cbrt(cg.Tensor(x, requires_grad=True), backend="cpu").numpy(),
     }
     with backends.use_backend("cpu"):
         expected = {name: call() for name, call in calls.items()}

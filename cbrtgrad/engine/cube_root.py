@@ -265,17 +265,19 @@ def cbrt(
     if type(x) is not Tensor:
         x = Tensor(x)
     data = x._data
-    if backend is None and type(data) is np.ndarray and out is None and where is True:
+    if type(data) is np.ndarray and out is None and where is True:
         # NOTE: hot path: a small float32/float64 array that the automatic
-        # choice sends to the cpu backend is its kept ufunc's call and the
-        # node (the api's own test, _host.keep_choice); no autocast, which
-        # casts only half precision.
+        # choice (or backend="cpu") sends to the cpu backend is its kept
+        # ufunc's call and the node (the api's own test, _host.keep_choice);
+        # no autocast, which casts only half precision.
         forward = _forward_of(data.dtype)
         if (
             forward is not None
             and dtype is None
-            and data.size < _KEPT[1]
-            and _selected_backend() is None
+            and (
+                (backend is None and data.size < _KEPT[1] and _selected_backend() is None)
+                or (type(backend) is str and backend == "cpu")
+            )
         ):
             if x._requires_grad and _grad_enabled():
                 return record_node(CubeRootBackward, (x,), forward(data), _CPU, _NO_PARAMS)
