@@ -8,7 +8,7 @@ anchor timed in the same rounds (:func:`cbrtgrad.bench.timing.best_times`):
 argument handling left there. Issue 33 sets the goals the rows are read
 against: within 2x ``np.cbrt`` on one element, ``out=`` no slower than
 without, 1,000 elements within 1.2x of the ufunc, the graph engine's step at
-most 20x.
+most 20x; an explicit ``backend="cpu"`` the same route as the automatic choice.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def _cases(
         ("cbrt_grad(g, y), 1 float64", "one", lambda: api.cbrt_grad(g, one)),
         ("cbrt_and_grad(x, g), 1 float64", "one", lambda: api.cbrt_and_grad(one, g)),
         ("Tensor, cbrt(x).sum().backward(), 1 float64", "one", engine_step),
+        ("cbrt(x, backend='cpu'), 1,000 float64", "many", lambda: api.cbrt(many, backend="cpu")),
         ("cbrt(x), 1,000 float64", "many", lambda: api.cbrt(many)),
     ]
 
