@@ -132,6 +132,8 @@ def record(name: str, loaded: bool) -> None:
     """Enter ``name`` in :func:`built_kernels` as loaded from the cache, or compiled.
 
     For what is built outside numba's compile (the MLX bridge's C++ primitive).
+    A kernel built in parts (a ufunc's loop and its block entry) stays
+    ``"compiled"`` once a part of it was.
 
     Examples
     --------
@@ -140,7 +142,8 @@ def record(name: str, loaded: bool) -> None:
     'loaded'
     """
     with _BUILT_LOCK:
-        _BUILT[name] = "loaded" if loaded else "compiled"
+        if not (loaded and _BUILT.get(name) == "compiled"):
+            _BUILT[name] = "loaded" if loaded else "compiled"
 
 
 def is_cached(py_func: Any, tag: str) -> bool:

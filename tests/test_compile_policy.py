@@ -14,14 +14,15 @@ from cbrtgrad import _compile, _config
 def test_ufunc_loops_are_vectorised():
     # The loops around the scalar formulas must use SIMD registers (ymm or
     # zmm); a scalar libm-style loop would be 5x slower. Both ufuncs' loops
-    # are cbrtgrad's own block functions (kernels/ufunc_loops.py).
+    # call cbrtgrad's own block functions through their block entries
+    # (kernels/ufunc_loops.py), which hold the vector code.
     loops = _kernel_loop_assembly()
-    # Two loops (float32, float64) each.
+    # Two entries (float32, float64) each.
     assert sorted(loops) == [
-        "forward_loop_f32",
-        "forward_loop_f64",
-        "grad_loop_f32",
-        "grad_loop_f64",
+        "forward_f32_at",
+        "forward_f64_at",
+        "grad_f32_at",
+        "grad_f64_at",
     ]
     for name, text in loops.items():
         assert re.search(r"%[yz]mm\d+", text), f"{name} is not vectorised"
@@ -43,7 +44,7 @@ def _has_avx512() -> bool:
 
 @functools.cache
 def _kernel_loop_assembly() -> dict[str, str]:
-    """The assembly of the ufuncs' four inner loops as the kernel cache holds them.
+    """The assembly of the ufuncs' four block entries as the kernel cache holds them.
 
     What a process loads and runs, with no compile of its own: the kernels
     are built here (compiled once by whichever test process needs them
@@ -61,23 +62,24 @@ def _kernel_loop_assembly() -> dict[str, str]:
     from numba.core.typing import signature
 
     from cbrtgrad import _kernel_locator
-    from cbrtgrad.kernels import cpu_ufuncs, ufunc_loops
+    from cbrtgrad.kernels import cpu_ufuncs
 
     cpu_ufuncs.ufuncs()
-    args, result = sigutils.normalize_signature(ufunc_loops.LOOP_SIGNATURE)
     codegen = cpu_target.target_context.codegen()
     assembly = {}
-    for loops in cpu_ufuncs.UFUNCS.values():
-        for dtype, loop in loops.items():
-            marked = _kernel_locator.kernel_function(loop, dtype)
+    for entries in cpu_ufuncs.ENTRIES.values():
+        for dtype, (function, c_signature) in entries.items():
+            args, result = sigutils.normalize_signature(c_signature)
+            marked = _kernel_locator.kernel_function(function, dtype)
             if marked is None:
                 pytest.skip("reads the kernel cache, which is off here (CBRTGRAD_CACHE=0)")
             cache = FunctionCache(marked)  # the cache numba's cache=True gives the kernel
             entry = cache._cache_file.load(cache._index_key(signature(result, *args), codegen))
-            assert entry is not None, f"{loop.__name__} is not in the kernel cache"
+            assert entry is not None, f"{function.__name__} is not in the kernel cache"
             _, kind, (_, bitcode) = entry[0]  # the library's (name, kind, data)
             assert kind == "object"
-            assembly[loop.__name__] = str(codegen._tm.emit_assembly(ll.parse_bitcode(bitcode)))
+            text = str(codegen._tm.emit_assembly(ll.parse_bitcode(bitcode)))
+            assembly[function.__name__] = text
     return assembly
 
 
@@ -162,7 +164,7 @@ def test_vector_width_256_makes_the_float64_loops_256_bit(monkeypatch):
     # fills zmm.
     env = (("CBRTGRAD_VECTOR_WIDTH", "256"),)
     sections = _assembly(env, _ASM_OF_THE_FLOAT64_FORWARD)
-    (loop,) = [s for s in sections if s.startswith("forward_loop_f")]
+    (loop,) = [s for s in sections if s.startswith("forward_f64_at")]
     assert re.search(r"%ymm\d+", loop) and not re.search(r"%zmm\d+", loop)
     # Every float64 loop takes its width from the one setting, by the same
     # function the compiled forward's took it from.
@@ -318,7 +320,7 @@ def test_the_kernels_follow_numbas_target_not_the_host():
     assert "compiling for znver1" in described
     # The float64 forward as numba compiles it for that target: 256-bit.
     sections = _assembly(env, _ASM_OF_THE_FLOAT64_FORWARD)
-    (loop,) = [s for s in sections if s.startswith("forward_loop_f")]
+    (loop,) = [s for s in sections if s.startswith("forward_f64_at")]
     assert re.search(r"%ymm\d+", loop) and not re.search(r"%zmm\d+", loop)
 
 

@@ -70,8 +70,8 @@ def call_rows(repeat: int = 20) -> list[dict[str, Any]]:
     Examples
     --------
     >>> rows = call_rows(repeat=1)
-    >>> [r["anchor"] for r in rows][-2:]
-    ['np.cbrt(x), 1 float64', 'the cpu ufunc, 1,000 float64']
+    >>> [r["anchor"] for r in rows][-3:]
+    ['np.cbrt(x), 1 float64', 'the cpu ufunc, 1,000 float64', 'the cpu ufunc, 1,000 float64']
     >>> all(r["ratio"] > 0 for r in rows)
     True
     """

@@ -19,19 +19,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numba import carray, types
 
 from .. import _compile
 from . import SERIAL_BLOCK, lazy
 from .blocks import forward_block_f32, forward_block_f64
 from .fpstatus import FENV_MASK, raised_flags
-from .grad_blocks import grad_block, grad_block_flags, grad_f32_at, grad_f64_at
+from .grad_blocks import grad_f32_at, grad_f64_at
 from .kernel_ops import DTYPES, ELEMENTARY, KERNEL_OPS, elementary_op
 from .ufunc_loops import (
     LOOP_SIGNATURE,
-    binary_block_loop,
-    binary_state_loop,
+    binary_address_loop,
     ufunc_from_loops,
-    unary_block_loop,
+    unary_address_loop,
 )
 
 
@@ -111,40 +111,71 @@ def ufunc_loop_shape(dtype: str, loop: str = "forward") -> _compile.LoopShape:
     return _compile.loop_shape(LOOP_WIDTHS[dtype], interleave=LOOP_INTERLEAVE.get((loop, dtype)))
 
 
-# The ufuncs' inner loops, one module-level function per (kernel, dtype) so
-# that numba can cache each (a closure's cells would be part of its cache
-# key): that is why the float32 and float64 loops are written out apiece.
-# The loops are cbrtgrad's own block functions: the correctly rounded float64
-# forward and the gradients have a second pass over hard lanes, which a loop
-# calling a scalar function per element cannot have (ufunc_loops.py).
+# The ufuncs' inner loops and their block entries, one module-level function
+# per (kernel, dtype) so that numba can cache each (a closure's cells would be
+# part of its cache key): that is why the float32 and float64 ones are written
+# out apiece. The entries run cbrtgrad's own block functions over contiguous
+# operands given by address: the correctly rounded float64 forward and the
+# gradients have a second pass over hard lanes, which a loop calling a scalar
+# function per element cannot have. The gradients' entries are the gradients
+# by address themselves (grad_blocks.grad_f32_at, grad_f64_at: no reference
+# counts). The loops call their entry through the address numpy passes them
+# as ``data`` (ufunc_loops.py: the block function's code is then compiled
+# once, in its entry, not again in its loop).
+def forward_f32_at(x_at, y_at, n):  # type: ignore[no-untyped-def]
+    forward_block_f32(carray(x_at, (n,), np.float32), carray(y_at, (n,), np.float32))
+
+
+def forward_f64_at(x_at, y_at, n):  # type: ignore[no-untyped-def]
+    forward_block_f64(carray(x_at, (n,), np.float64), carray(y_at, (n,), np.float64))
+
+
 def forward_loop_f32(args, dims, steps, data):  # type: ignore[no-untyped-def]
-    unary_block_loop(forward_block_f32, args, dims, steps, np.float32(0))
+    unary_address_loop(data, args, dims, steps, np.float32(0))
 
 
 def forward_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
-    unary_block_loop(forward_block_f64, args, dims, steps, np.float64(0))
+    unary_address_loop(data, args, dims, steps, np.float64(0))
 
 
 def grad_loop_f32(args, dims, steps, data):  # type: ignore[no-untyped-def]
-    # Contiguous operands by address, as grad_loop_f64's (grad_f32_at).
-    binary_block_loop(grad_block, args, dims, steps, np.float32(0), grad_f32_at)
+    binary_address_loop(data, args, dims, steps, np.float32(0), None)
 
 
 def grad_loop_f64(args, dims, steps, data):  # type: ignore[no-untyped-def]
     # The IEEE flags set on entry, read once per call and carried from one
-    # block call to the next (kernels/grad_flags.py). NOTE: numpy calls a
+    # entry call to the next (kernels/grad_flags.py). NOTE: numpy calls a
     # ufunc's inner loop several times between its clear and its check of
     # the flags (buffered and multi-dimensional operands): they may be set.
-    # Contiguous operands go to the block loop by address (grad_f64_at: a
-    # call passing arrays cost a one-element call about 100 ns).
     before = raised_flags(FENV_MASK)
-    binary_state_loop(grad_block_flags, args, dims, steps, np.float64(0), before, grad_f64_at)
+    binary_address_loop(data, args, dims, steps, np.float64(0), before)
 
+
+_POINTER = types.voidptr
+_COUNT = types.intp
 
 #: The inner loops of each kernel, by dtype.
 _LOOPS: dict[str, dict[str, Any]] = {
     "forward": {"float32": forward_loop_f32, "float64": forward_loop_f64},
     "grad": {"float32": grad_loop_f32, "float64": grad_loop_f64},
+}
+
+#: The block entry each loop calls, by kernel and dtype: (function, C signature).
+#: NOTE: the gradients' entries are grad_f32_at and grad_f64_at compiled as C
+#: functions: a wrapper of them (one numba call more) cost the one-element
+#: float64 gradient 10 ns more (AMD Zen 4).
+ENTRIES: dict[str, dict[str, tuple[Any, Any]]] = {
+    "forward": {
+        "float32": (forward_f32_at, types.void(_POINTER, _POINTER, _COUNT)),
+        "float64": (forward_f64_at, types.void(_POINTER, _POINTER, _COUNT)),
+    },
+    "grad": {
+        "float32": (grad_f32_at.py_func, types.void(_POINTER, _POINTER, _POINTER, _COUNT)),
+        "float64": (
+            grad_f64_at.py_func,
+            types.int64(_POINTER, _POINTER, _POINTER, _COUNT, types.int64),
+        ),
+    },
 }
 
 #: The ufuncs, one per elementary kernel op (kernel_ops.py: its name, inputs
@@ -160,12 +191,11 @@ _SHARED_BLOCKS: dict[str, dict[str, tuple[tuple[Any, str], ...]]] = {
         "float32": ((forward_block_f32, "void(float32[::1], float32[::1])"),),
         "float64": ((forward_block_f64, "void(float64[::1], float64[::1])"),),
     },
+    # The gradients by address, which grad_block and grad_block_flags (the
+    # prange loops' calls) call too: compiled once, linked by each.
     "grad": {
-        dtype: (
-            (grad_block, f"void({dtype}[::1], {dtype}[::1], {dtype}[::1])"),
-            (grad_block_flags, f"int64({dtype}[::1], {dtype}[::1], {dtype}[::1], int64)"),
-        )
-        for dtype in ("float32", "float64")
+        "float32": ((grad_f32_at, "void(voidptr, voidptr, voidptr, intp)"),),
+        "float64": ((grad_f64_at, "int64(voidptr, voidptr, voidptr, intp, int64)"),),
     },
 }
 
@@ -174,8 +204,9 @@ def compile_shared_blocks(kernels: tuple[str, ...], dtype: str, caller: Any, tag
     """Compile the block loops a kernel shares with the others, at the ufunc's SIMD shape.
 
     Before the kernel ``caller`` (a module-level function, cached under
-    ``tag``) is compiled: the block loops of ``kernels`` (``"forward"``,
-    ``"grad"``; the fused loops call both) for ``dtype``, once per process,
+    ``tag``: a ufunc's block entry, a ``prange`` loop) is compiled: the
+    block loops of ``kernels`` (``"forward"``, ``"grad"``; the fused loops
+    call both) for ``dtype``, once per process,
     each at the ``cpu`` ufunc's shape for its kernel. Nothing when
     ``caller`` is in the kernel cache (its loading compiles nothing).
     NOTE: a block loop is compiled once per process and linked into every
@@ -187,7 +218,7 @@ def compile_shared_blocks(kernels: tuple[str, ...], dtype: str, caller: Any, tag
 
     Examples
     --------
-    >>> compile_shared_blocks(("forward",), "float32", forward_loop_f32, "float32")
+    >>> compile_shared_blocks(("forward",), "float32", forward_f32_at, "float32")
     """
     if _compile.is_cached(caller, tag):
         return
@@ -202,20 +233,21 @@ def compile_shared_blocks(kernels: tuple[str, ...], dtype: str, caller: Any, tag
         lazy.once(f"shared_blocks.{kernel}.{dtype}", build)
 
 
-def _inner_loop(op: str, dtype: str) -> Any:
-    # Compiled (or loaded from the on-disk cache) once per process.
-    def build() -> Any:
-        kernel, loop = KERNEL_OPS[op].kernel, UFUNCS[op][dtype]
-        compile_shared_blocks((kernel,), dtype, loop, dtype)
-        return _compile.compile_cfunc(
-            loop,
-            LOOP_SIGNATURE,
-            ufunc_loop_shape(dtype, kernel),
-            f"ufunc {op} {dtype}",
-            dtype,
-        )
+def _inner_loop(op: str, dtype: str) -> tuple[Any, Any]:
+    # The loop and its block entry, compiled (or loaded from the on-disk
+    # cache) once per process.
+    def build() -> tuple[Any, Any]:
+        kernel = KERNEL_OPS[op].kernel
+        shape = ufunc_loop_shape(dtype, kernel)
+        function, signature = ENTRIES[kernel][dtype]
+        compile_shared_blocks((kernel,), dtype, function, dtype)
+        # One kernel to built_kernels() and cbrtgrad warm: the loop and its entry.
+        name = f"ufunc {op} {dtype}"
+        entry = _compile.compile_cfunc(function, signature, shape, name, dtype)
+        loop = _compile.compile_cfunc(UFUNCS[op][dtype], LOOP_SIGNATURE, shape, name, dtype)
+        return loop, entry
 
-    return lazy.once(f"loop.{op}.{dtype}", build)
+    return lazy.once(f"loop.{op}.{dtype}", build)  # type: ignore[no-any-return]
 
 
 def _build_ufunc(op: str, dtypes: tuple[str, ...]) -> np.ufunc:

@@ -7,15 +7,26 @@ leave a few lanes undecided (about one in 10^7 for the float64 cube root, one
 in 2^28 for the float32 gradient), and a second pass over just those lanes
 (:func:`cbrtgrad.kernels.blocks.forward_block_f64`,
 :func:`cbrtgrad.kernels.grad_blocks.grad_block`) keeps the vector loop free of
-branches. This module compiles such a block function into a ufunc inner loop
-(a ``numba.cfunc`` with numpy's loop signature) and makes the ufunc from the
-loops, as numba's own ufunc builder does (``numba.np.ufunc._internal.fromfunc``).
+branches. A ufunc here has, per dtype, an inner loop (a ``numba.cfunc`` with
+numpy's loop signature) and a *block entry*: the block function over
+contiguous operands given by address, compiled as a C function of its own
+whose address numpy hands the loop as its ``data``. The ufunc is made from
+them as numba's own ufunc builder makes its ufuncs
+(``numba.np.ufunc._internal.fromfunc``).
 
-The loop hands contiguous operands to the block function as they are (and a
-broadcast first operand of a binary ufunc as a buffer of its value); strided
-ones (any step, negative, zero or unaligned, as numpy may pass) are gathered into a
-buffer of ``BUFFER`` elements, run through the same block function and
-scattered back, so every layout gives the same bits.
+NOTE: the loop calls the entry through that address rather than linking
+the block function's code: numba links a callee's optimised LLVM module into
+every caller and optimises and compiles the whole again, so the loop
+recompiled the block function and its formulas, about a quarter of the first
+float64 ``cbrt``'s compile (4.1 to 3.3 s on an empty cache, AMD Zen 4, at
+the same speed). The address comes at run time, so the loop has no constant
+address in it and numba caches it as any kernel.
+
+The loop hands contiguous operands to the entry as they are (and a broadcast
+first operand of a binary ufunc as a buffer of its value); strided ones (any
+step, negative, zero or unaligned, as numpy may pass) are gathered into a
+buffer of ``BUFFER`` elements, run through the same entry and scattered back,
+so every layout gives the same bits.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from typing import Any
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import carray, types
+from numba import types
 from numba.extending import intrinsic, overload
 from numba.np import numpy_support
 
@@ -125,29 +136,69 @@ def keep_alive(typingctx, first, second):  # type: ignore[no-untyped-def]
     return types.none(first, second), codegen
 
 
-def unary_block_loop(block: Any, args: Any, dims: Any, steps: Any, like: Any) -> None:
-    """The inner loop ``y = f(x)`` around ``block(x, y)``, for elements of ``like``'s type.
+@intrinsic
+def offset_pointer(typingctx, pointer, offset):  # type: ignore[no-untyped-def]
+    """``pointer`` moved by ``offset`` bytes, as a void pointer (numba code only)."""
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return builder.gep(args[0], [args[1]])
+
+    return types.voidptr(types.voidptr, types.intp), codegen
+
+
+def _call_at(result: Any) -> Any:
+    """An intrinsic ``call(function, operands)``: the C function at the void pointer
+    ``function`` called with the tuple ``operands``, returning ``result``
+    (``types.none`` for a function that returns nothing)."""
+
+    def call(typingctx, function, operands):  # type: ignore[no-untyped-def]
+        if not isinstance(operands, types.BaseTuple):
+            return None
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            values = [builder.extract_value(args[1], i) for i in range(len(operands))]
+            returns = ir.VoidType() if result == types.none else context.get_value_type(result)
+            c_type = ir.FunctionType(returns, [context.get_value_type(t) for t in operands])
+            called = builder.call(builder.bitcast(args[0], c_type.as_pointer()), values)
+            return context.get_dummy_value() if result == types.none else called
+
+        return result(types.voidptr, operands), codegen
+
+    return intrinsic(call)
+
+
+#: ``call_void_at(function, operands)`` and ``call_int64_at(function, operands)``:
+#: a block entry (a ``numba.cfunc`` over addresses, its address in the
+#: ufunc loop's ``data``) called from the loop.
+call_void_at = _call_at(types.none)
+call_int64_at = _call_at(types.int64)
+
+
+def unary_address_loop(entry: Any, args: Any, dims: Any, steps: Any, like: Any) -> None:
+    """The inner loop ``y = f(x)`` around the block entry at ``entry``, for ``like``'s dtype.
 
     numba code only: a ufunc inner loop (numpy's ``(args, dims, steps, data)``)
-    calls it with its block function and a scalar of its dtype
-    (:func:`cbrtgrad.kernels.cpu_ufuncs.forward_loop_f64` and the like).
+    calls it with its ``data``, the address of the C function
+    ``entry(x, y, n)`` that runs the kernel's block function over ``n``
+    contiguous elements given by address (``cpu_ufuncs.forward_f64_at``
+    and the like).
     """
-    raise NotImplementedError("unary_block_loop is only callable from numba-compiled code")
+    raise NotImplementedError("unary_address_loop is only callable from numba-compiled code")
 
 
-@overload(unary_block_loop, inline="always")
-def _overload_unary_block_loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
+@overload(unary_address_loop, inline="always")
+def _overload_unary_address_loop(entry, args, dims, steps, like):  # type: ignore[no-untyped-def]
     dtype = numpy_support.as_dtype(like)
     load, store = _ACCESS[dtype]
     itemsize = dtype.itemsize
     numpy_type = dtype.type
 
-    def loop(block, args, dims, steps, like):  # type: ignore[no-untyped-def]
+    def loop(entry, args, dims, steps, like):  # type: ignore[no-untyped-def]
         n = dims[0]
         if steps[0] == itemsize and steps[1] == itemsize:
             x, y = pointer_address(args[0]), pointer_address(args[1])
             if not _overlaps_elsewhere(x, y, n * itemsize):
-                block(carray(args[0], (n,), numpy_type), carray(args[1], (n,), numpy_type))
+                call_void_at(entry, (args[0], args[1], n))
                 return
         x_buffer = np.empty(BUFFER, numpy_type)
         y_buffer = np.empty(BUFFER, numpy_type)
@@ -155,96 +206,54 @@ def _overload_unary_block_loop(block, args, dims, steps, like):  # type: ignore[
             count = min(BUFFER, n - start)
             for i in range(count):
                 x_buffer[i] = load(args[0], (start + i) * steps[0])
-            block(x_buffer[:count], y_buffer[:count])
+            call_void_at(entry, (data_pointer(x_buffer), data_pointer(y_buffer), count))
             for i in range(count):
                 store(args[1], (start + i) * steps[1], y_buffer[i])
+        keep_alive(x_buffer, y_buffer)
 
     return loop
 
 
-def binary_block_loop(
-    block: Any, args: Any, dims: Any, steps: Any, like: Any, block_at: Any = None
-) -> None:
-    """The inner loop ``z = f(a, b)`` around ``block(a, b, z)``, for elements of ``like``'s type.
-
-    numba code only, as :func:`unary_block_loop`. A first operand of stride 0
-    (a broadcast value: the gradient of a sum) is copied once into a buffer
-    that the contiguous block function reads again for every ``BUFFER``
-    elements of ``b``: the block is the same code as for an array ``a``, so
-    the same bits (nan payloads included). ``block_at``, where given, is
-    ``block`` over contiguous operands given by address, ``block_at(a, b, z, n)``
-    (:func:`binary_state_loop`).
-    """
-    raise NotImplementedError("binary_block_loop is only callable from numba-compiled code")
+def _call_entry(entry: Any, a: Any, b: Any, z: Any, n: Any, state: Any) -> Any:
+    """``entry(a, b, z, n)`` for a ``state`` of None, else the new state ``entry(..., state)``."""
+    raise NotImplementedError("_call_entry is only callable from numba-compiled code")
 
 
-@overload(binary_block_loop, inline="always")
-def _overload_binary_block_loop(block, args, dims, steps, like, block_at=None):  # type: ignore[no-untyped-def]
-    def loop(block, args, dims, steps, like, block_at=None):  # type: ignore[no-untyped-def]
-        binary_state_loop(block, args, dims, steps, like, None, block_at)
-
-    return loop
-
-
-def _run_block(block: Any, a: Any, b: Any, z: Any, state: Any) -> Any:
-    """``block(a, b, z)`` for a ``state`` of None, else ``block(a, b, z, state)``, its new state."""
-    raise NotImplementedError("_run_block is only callable from numba-compiled code")
-
-
-@overload(_run_block, inline="always")
-def _overload_run_block(block, a, b, z, state):  # type: ignore[no-untyped-def]
+@overload(_call_entry, inline="always")
+def _overload_call_entry(entry, a, b, z, n, state):  # type: ignore[no-untyped-def]
     if isinstance(state, types.NoneType):
 
-        def stateless(block, a, b, z, state):  # type: ignore[no-untyped-def]
-            block(a, b, z)
+        def stateless(entry, a, b, z, n, state):  # type: ignore[no-untyped-def]
+            call_void_at(entry, (a, b, z, n))
             return state
 
         return stateless
-    return lambda block, a, b, z, state: block(a, b, z, state)
+    return lambda entry, a, b, z, n, state: call_int64_at(entry, (a, b, z, n, state))
 
 
-def _run_block_at(block_at: Any, args: Any, n: Any, state: Any) -> Any:
-    """:func:`_run_block` for a block function over ``n`` elements at ``args``' addresses."""
-    raise NotImplementedError("_run_block_at is only callable from numba-compiled code")
+def binary_address_loop(entry: Any, args: Any, dims: Any, steps: Any, like: Any, state: Any) -> Any:
+    """The inner loop ``z = f(a, b)`` around the block entry at ``entry``; returns the last state.
 
-
-@overload(_run_block_at, inline="always")
-def _overload_run_block_at(block_at, args, n, state):  # type: ignore[no-untyped-def]
-    if isinstance(state, types.NoneType):
-
-        def stateless(block_at, args, n, state):  # type: ignore[no-untyped-def]
-            block_at(args[0], args[1], args[2], n)
-            return state
-
-        return stateless
-    return lambda block_at, args, n, state: block_at(args[0], args[1], args[2], n, state)
-
-
-def binary_state_loop(
-    block: Any, args: Any, dims: Any, steps: Any, like: Any, state: Any, block_at: Any = None
-) -> Any:
-    """:func:`binary_block_loop` around ``state = block(a, b, z, state)``; returns the last state.
-
-    For a block function that carries a state from one call to the next in
-    one inner-loop call (the float64 gradient's IEEE flags: read once per
-    call, kernels/grad_flags.py); a ``state`` of None calls ``block(a, b, z)``.
-    ``block_at``, where given, is ``block`` over contiguous operands given by
-    address, ``state = block_at(a, b, z, n, state)`` (``block_at(a, b, z, n)``
-    for a ``state`` of None), called for them instead (no arrays passed: no
-    reference counts, see :func:`cbrtgrad.kernels.grad_blocks.grad_f64_at`).
+    numba code only, as :func:`unary_address_loop`, for an entry
+    ``entry(a, b, z, n)`` (a ``state`` of None) or ``state = entry(a, b, z,
+    n, state)``, which carries a state from one call to the next in one
+    inner-loop call (the float64 gradient's IEEE flags: read once per call,
+    kernels/grad_flags.py). A first operand of stride 0 (a broadcast value:
+    the gradient of a sum) is copied once into a buffer that the entry reads
+    again for every ``BUFFER`` elements of ``b``: the same code as for an
+    array ``a``, so the same bits (nan payloads included).
     """
-    raise NotImplementedError("binary_state_loop is only callable from numba-compiled code")
+    raise NotImplementedError("binary_address_loop is only callable from numba-compiled code")
 
 
-@overload(binary_state_loop, inline="always")
-def _overload_binary_state_loop(block, args, dims, steps, like, state, block_at=None):  # type: ignore[no-untyped-def]
+@overload(binary_address_loop, inline="always")
+def _overload_binary_address_loop(entry, args, dims, steps, like, state):  # type: ignore[no-untyped-def]
     dtype = numpy_support.as_dtype(like)
     load, store = _ACCESS[dtype]
     itemsize = dtype.itemsize
     numpy_type = dtype.type
-    by_address = block_at is not None and not isinstance(block_at, (types.NoneType, types.Omitted))
 
-    def loop(block, args, dims, steps, like, state, block_at=None):  # type: ignore[no-untyped-def]
+    def loop(entry, args, dims, steps, like, state):  # type: ignore[no-untyped-def]
         n = dims[0]
         z_at = pointer_address(args[2])
         size = n * itemsize
@@ -254,21 +263,17 @@ def _overload_binary_state_loop(block, args, dims, steps, like, state, block_at=
         if contiguous and steps[0] == itemsize:
             if _overlaps_elsewhere(pointer_address(args[0]), z_at, size):
                 contiguous = False
-        if contiguous and by_address and steps[0] == itemsize:
-            return _run_block_at(block_at, args, n, state)
-        if contiguous:
-            b = carray(args[1], (n,), numpy_type)
-            z = carray(args[2], (n,), numpy_type)
-            if steps[0] == itemsize:
-                return _run_block(block, carray(args[0], (n,), numpy_type), b, z, state)
-            if steps[0] == 0:
-                value = np.full(min(n, BUFFER), load(args[0], 0), numpy_type)
-                for start in range(0, n, BUFFER):
-                    stop = min(start + BUFFER, n)
-                    state = _run_block(
-                        block, value[: stop - start], b[start:stop], z[start:stop], state
-                    )
-                return state
+        if contiguous and steps[0] == itemsize:
+            return _call_entry(entry, args[0], args[1], args[2], n, state)
+        if contiguous and steps[0] == 0:
+            value = np.full(min(n, BUFFER), load(args[0], 0), numpy_type)
+            for start in range(0, n, BUFFER):
+                count = min(BUFFER, n - start)
+                at = start * itemsize
+                b, z = offset_pointer(args[1], at), offset_pointer(args[2], at)
+                state = _call_entry(entry, data_pointer(value), b, z, count, state)
+            keep_alive(value, value)
+            return state
         a_buffer = np.empty(BUFFER, numpy_type)
         b_buffer = np.empty(BUFFER, numpy_type)
         z_buffer = np.empty(BUFFER, numpy_type)
@@ -277,16 +282,19 @@ def _overload_binary_state_loop(block, args, dims, steps, like, state, block_at=
             for i in range(count):
                 a_buffer[i] = load(args[0], (start + i) * steps[0])
                 b_buffer[i] = load(args[1], (start + i) * steps[1])
-            state = _run_block(block, a_buffer[:count], b_buffer[:count], z_buffer[:count], state)
+            a_at, b_at = data_pointer(a_buffer), data_pointer(b_buffer)
+            state = _call_entry(entry, a_at, b_at, data_pointer(z_buffer), count, state)
             for i in range(count):
                 store(args[2], (start + i) * steps[2], z_buffer[i])
+        keep_alive(a_buffer, b_buffer)
+        keep_alive(z_buffer, z_buffer)
         return state
 
     return loop
 
 
 def ufunc_from_loops(name: str, doc: str, nin: int, loops: dict[np.dtype, Any]) -> np.ufunc:
-    """A numpy ufunc with one output from compiled inner loops, one per dtype.
+    """A numpy ufunc with one output from compiled inner loops and their block entries, per dtype.
 
     Parameters
     ----------
@@ -295,9 +303,11 @@ def ufunc_from_loops(name: str, doc: str, nin: int, loops: dict[np.dtype, Any]) 
     nin : {1, 2}
         The number of inputs.
     loops : dict
-        ``{dtype: loop}`` with ``loop`` a compiled ``numba.cfunc`` of numpy's
-        inner-loop signature (:data:`LOOP_SIGNATURE`), registered in this
-        order (numpy picks the first that fits); the ufunc keeps them alive.
+        ``{dtype: (loop, entry)}``: ``loop`` a compiled ``numba.cfunc`` of
+        numpy's inner-loop signature (:data:`LOOP_SIGNATURE`), ``entry`` the
+        compiled block entry it calls, whose address numpy hands the loop as
+        its ``data``; registered in this order (numpy picks the first that
+        fits). The ufunc keeps both alive.
 
     Returns
     -------
@@ -307,7 +317,8 @@ def ufunc_from_loops(name: str, doc: str, nin: int, loops: dict[np.dtype, Any]) 
         raise ValueError(f"nin must be 1 or 2, got {nin!r}")
     from numba.np.ufunc import _internal, ufuncbuilder  # type: ignore[attr-defined]
 
-    pointers = [loop.address for loop in loops.values()]
+    pointers = [loop.address for loop, _ in loops.values()]
+    entries = [entry.address for _, entry in loops.values()]
     type_numbers = [[dtype.num] * (nin + 1) for dtype in loops]
     # NOTE: numba's own ufunc builder makes its ufuncs through this call
     # (numba.np.ufunc.ufuncbuilder.UFuncBuilder.build_ufunc); a numba that
@@ -319,8 +330,8 @@ def ufunc_from_loops(name: str, doc: str, nin: int, loops: dict[np.dtype, Any]) 
         type_numbers,
         nin,
         1,
-        [None] * len(pointers),
-        list(loops.values()),
+        entries,
+        [compiled for pair in loops.values() for compiled in pair],
         ufuncbuilder.parse_identity(None),
     )
     return ufunc
