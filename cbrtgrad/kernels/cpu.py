@@ -35,7 +35,6 @@ from .prange_loops import (
     ParallelLoops,
     dtype_of,
     parallel_loop,
-    parallel_loop_shape,
     parallel_loops,
 )
 
@@ -86,7 +85,8 @@ def loop_plan() -> list[tuple[str, str, str, str]]:
                 variant = op.variants.get(dtype) or (
                     f"{' then '.join(op.kernels)} per {PARALLEL_BLOCK}-element block"
                 )
-                shape = parallel_loop_shape(name, signature).describe()
+                # Its vector code is its block entries', at the ufunc's shape.
+                shape = ufunc_loop_shape(dtype, op.kernels[0]).describe()
                 plan.append((f"parallel {name}", dtype, shape, variant))
     return plan
 

@@ -26,7 +26,7 @@ from . import SERIAL_BLOCK, lazy
 from .blocks import forward_block_f32, forward_block_f64
 from .fpstatus import FENV_MASK, raised_flags
 from .grad_blocks import grad_f32_at, grad_f64_at
-from .kernel_ops import DTYPES, ELEMENTARY, KERNEL_OPS, elementary_op
+from .kernel_ops import BY_KERNEL, DTYPES, ELEMENTARY, KERNEL_OPS, elementary_op
 from .ufunc_loops import (
     LOOP_SIGNATURE,
     binary_address_loop,
@@ -233,17 +233,38 @@ def compile_shared_blocks(kernels: tuple[str, ...], dtype: str, caller: Any, tag
         lazy.once(f"shared_blocks.{kernel}.{dtype}", build)
 
 
-def _inner_loop(op: str, dtype: str) -> tuple[Any, Any]:
-    # The loop and its block entry, compiled (or loaded from the on-disk
-    # cache) once per process.
-    def build() -> tuple[Any, Any]:
-        kernel = KERNEL_OPS[op].kernel
-        shape = ufunc_loop_shape(dtype, kernel)
+def block_entry(kernel: str, dtype: str) -> Any:
+    """The block entry of ``kernel`` (``"forward"``, ``"grad"``) for ``dtype``, compiled or loaded.
+
+    Once per process: the C function that the ufunc's loop and the
+    ``prange`` loops call by address (:data:`ENTRIES`, kernels/ufunc_loops.py),
+    at the ufunc's SIMD shape, named in :func:`cbrtgrad._compile.built_kernels`
+    as the ufunc it belongs to.
+
+    Examples
+    --------
+    >>> block_entry("forward", "float64").address > 0
+    True
+    """
+
+    def build() -> Any:
         function, signature = ENTRIES[kernel][dtype]
         compile_shared_blocks((kernel,), dtype, function, dtype)
-        # One kernel to built_kernels() and cbrtgrad warm: the loop and its entry.
+        name = f"ufunc {BY_KERNEL[kernel].name} {dtype}"
+        shape = ufunc_loop_shape(dtype, kernel)
+        return _compile.compile_cfunc(function, signature, shape, name, dtype)
+
+    return lazy.once(f"entry.{kernel}.{dtype}", build)
+
+
+def _inner_loop(op: str, dtype: str) -> tuple[Any, Any]:
+    # The loop and its block entry, compiled (or loaded from the on-disk
+    # cache) once per process: one kernel to built_kernels() and cbrtgrad warm.
+    def build() -> tuple[Any, Any]:
+        kernel = KERNEL_OPS[op].kernel
+        entry = block_entry(kernel, dtype)
+        shape = ufunc_loop_shape(dtype, kernel)
         name = f"ufunc {op} {dtype}"
-        entry = _compile.compile_cfunc(function, signature, shape, name, dtype)
         loop = _compile.compile_cfunc(UFUNCS[op][dtype], LOOP_SIGNATURE, shape, name, dtype)
         return loop, entry
 

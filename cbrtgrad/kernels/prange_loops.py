@@ -8,6 +8,12 @@ choices"), so the multi-threaded kernels are ``prange`` loops over blocks of
 take 1-D C-contiguous arrays; array layout is handled by the caller
 (:mod:`cbrtgrad.backends.parallel`).
 
+NOTE: each loop calls the ufuncs' block entries (``cpu_ufuncs.block_entry``:
+the block functions compiled once as C functions of their own) through
+their addresses, given as its last arguments, rather than linking the block
+functions' code: numba would optimise and compile that again inside every
+loop (kernels/ufunc_loops.py).
+
 Each loop returns the IEEE flags its blocks raised, in numpy's bit order
 (:mod:`cbrtgrad.kernels.fpstatus`), for the caller to signal.
 
@@ -22,32 +28,36 @@ from typing import Any
 
 import numba
 import numpy as np
+from numba.extending import overload
+from numba.np import numpy_support
 
 from .. import _compile
 from . import lazy
-from .blocks import forward_block
-from .cpu_ufuncs import LOOP_INTERLEAVE, compile_shared_blocks
+from .cpu_ufuncs import LOOP_INTERLEAVE, block_entry
 from .fpstatus import FENV_MASK, block_status, clear_flags, raised_flags
-from .grad_blocks import grad_block_flags
 from .kernel_ops import KERNEL_OPS
+from .ufunc_loops import address_pointer, call_int64_at, call_void_at, data_pointer
 
 #: Elements per block of every loop: the fused loop's y block, just written,
 #: must still be in cache when its grad reads it back, so memory is crossed
 #: once; the other loops use the same blocks, so each thread's share is alike.
 PARALLEL_BLOCK = 2048
 
-FORWARD_SIGNATURES = ["int32(float32[::1], float32[::1])", "int32(float64[::1], float64[::1])"]
+FORWARD_SIGNATURES = [
+    "int32(float32[::1], float32[::1], int64)",
+    "int32(float64[::1], float64[::1], int64)",
+]
 GRAD_SIGNATURES = [
-    "int32(float32[::1], float32[::1], float32[::1])",
-    "int32(float64[::1], float64[::1], float64[::1])",
+    "int32(float32[::1], float32[::1], float32[::1], int64)",
+    "int32(float64[::1], float64[::1], float64[::1], int64)",
 ]
 FUSED_SIGNATURES = [
-    "int32(float32[::1], float32[::1], float32[::1], float32[::1])",
-    "int32(float64[::1], float64[::1], float64[::1], float64[::1])",
+    "int32(float32[::1], float32[::1], float32[::1], float32[::1], int64, int64)",
+    "int32(float64[::1], float64[::1], float64[::1], float64[::1], int64, int64)",
 ]
 GRAD_CONSTANT_SIGNATURES = [
-    "int32(float32, float32[::1], float32[::1])",
-    "int32(float64, float64[::1], float64[::1])",
+    "int32(float32, float32[::1], float32[::1], int64)",
+    "int32(float64, float64[::1], float64[::1], int64)",
 ]
 
 
@@ -68,9 +78,50 @@ def _union(status):  # type: ignore[no-untyped-def]
     return np.int32(raised)
 
 
+def _forward_entry(entry: Any, x: Any, y: Any) -> None:
+    """The forward's block entry at ``entry`` over one block's ``x`` and ``y`` (numba code only)."""
+    raise NotImplementedError("_forward_entry is only callable from numba-compiled code")
+
+
+@overload(_forward_entry, inline="always")
+def _overload_forward_entry(entry, x, y):  # type: ignore[no-untyped-def]
+    def run(entry, x, y):  # type: ignore[no-untyped-def]
+        call_void_at(entry, (data_pointer(x), data_pointer(y), x.shape[0]))
+
+    return run
+
+
+def _grad_entry(entry: Any, g: Any, y: Any, dx: Any, before: Any) -> Any:
+    """The gradient's block entry at ``entry`` over one block, the flags after (numba code only).
+
+    As ``grad_blocks.grad_block_flags``: from the flags set before (the
+    float64 gradient sets its own to its rule), the flags read after.
+    """
+    raise NotImplementedError("_grad_entry is only callable from numba-compiled code")
+
+
+@overload(_grad_entry, inline="always")
+def _overload_grad_entry(entry, g, y, dx, before):  # type: ignore[no-untyped-def]
+    if numpy_support.as_dtype(y.dtype) == np.float32:
+
+        def single(entry, g, y, dx, before):  # type: ignore[no-untyped-def]
+            call_void_at(entry, (data_pointer(g), data_pointer(y), data_pointer(dx), y.shape[0]))
+            return raised_flags(FENV_MASK)
+
+        return single
+
+    def double(entry, g, y, dx, before):  # type: ignore[no-untyped-def]
+        operands = (data_pointer(g), data_pointer(y), data_pointer(dx), y.shape[0], before)
+        return call_int64_at(entry, operands)
+
+    return double
+
+
 # NOTE: the four loops are module-level functions, written out apiece, so
-# that numba can cache each (a closure's cells would be part of its cache key).
-def _forward_loop(x, y):  # type: ignore[no-untyped-def]
+# that numba can cache each (a closure's cells would be part of its cache
+# key). Each takes its block entries' addresses last (see the module's NOTE).
+def _forward_loop(x, y, forward):  # type: ignore[no-untyped-def]
+    entry = address_pointer(forward)
     n = x.shape[0]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
@@ -78,14 +129,15 @@ def _forward_loop(x, y):  # type: ignore[no-untyped-def]
         _start_block()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
-        forward_block(x[start:stop], y[start:stop])
+        _forward_entry(entry, x[start:stop], y[start:stop])
         status[block] = block_status(raised_flags(FENV_MASK))
     return _union(status)
 
 
-def _grad_loop(g, y, dx):  # type: ignore[no-untyped-def]
-    # dx may be g or y (the block loop keeps its inputs); the backend copies
+def _grad_loop(g, y, dx, grad):  # type: ignore[no-untyped-def]
+    # dx may be g or y (the block entry keeps its inputs); the backend copies
     # any other overlap first.
+    entry = address_pointer(grad)
     n = g.shape[0]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
@@ -93,14 +145,16 @@ def _grad_loop(g, y, dx):  # type: ignore[no-untyped-def]
         _start_block()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
-        # The flags are clear here (_start_block): grad_block_flags reads
-        # them after its work, and sets the float64 gradient's to its rule.
-        raised = grad_block_flags(g[start:stop], y[start:stop], dx[start:stop], 0)
+        # The flags are clear here (_start_block): the entry reads them after
+        # its work, and sets the float64 gradient's to its rule.
+        raised = _grad_entry(entry, g[start:stop], y[start:stop], dx[start:stop], 0)
         status[block] = block_status(raised)
     return _union(status)
 
 
-def _fused_loop(x, g, y, dx):  # type: ignore[no-untyped-def]
+def _fused_loop(x, g, y, dx, forward, grad):  # type: ignore[no-untyped-def]
+    forward_entry = address_pointer(forward)
+    grad_entry = address_pointer(grad)
     n = x.shape[0]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
@@ -108,17 +162,18 @@ def _fused_loop(x, g, y, dx):  # type: ignore[no-untyped-def]
         _start_block()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
-        forward_block(x[start:stop], y[start:stop])
+        _forward_entry(forward_entry, x[start:stop], y[start:stop])
         before = raised_flags(FENV_MASK)  # a signaling nan x raises invalid
-        raised = grad_block_flags(g[start:stop], y[start:stop], dx[start:stop], before)
+        raised = _grad_entry(grad_entry, g[start:stop], y[start:stop], dx[start:stop], before)
         status[block] = block_status(raised)
     return _union(status)
 
 
-def _grad_constant_loop(g, y, dx):  # type: ignore[no-untyped-def]
+def _grad_constant_loop(g, y, dx, grad):  # type: ignore[no-untyped-def]
     # One value g (the gradient of a sum), read from a block-sized array so
-    # that the block loop is the same code, so the same bits, as for an array g.
-    # dx is always a new array here (see the parallel backend).
+    # that the block entry runs the same code, so the same bits, as for an
+    # array g. dx is always a new array here (see the parallel backend).
+    entry = address_pointer(grad)
     n = y.shape[0]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
@@ -127,14 +182,14 @@ def _grad_constant_loop(g, y, dx):  # type: ignore[no-untyped-def]
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
         gs = np.full(stop - start, g, y.dtype)
-        raised = grad_block_flags(gs, y[start:stop], dx[start:stop], 0)
+        raised = _grad_entry(entry, gs, y[start:stop], dx[start:stop], 0)
         status[block] = block_status(raised)
     return _union(status)
 
 
-#: The block loops each parallel loop calls (cpu_ufuncs.compile_shared_blocks):
-#: those of its op's kernel, or of a fused op's parts (kernel_ops.py).
-_SHARED_BY_LOOP = {name: op.kernels for op in KERNEL_OPS.values() for name in op.parallel_loops}
+#: The block entries each parallel loop calls, in the order of its last
+#: arguments: its op's kernel, or a fused op's parts' (kernel_ops.py).
+ENTRIES_BY_LOOP = {name: op.kernels for op in KERNEL_OPS.values() for name in op.parallel_loops}
 
 #: The loops by name: (signatures, function).
 LOOPS: dict[str, tuple[list[str], Any]] = {
@@ -147,11 +202,13 @@ LOOPS: dict[str, tuple[list[str], Any]] = {
 #: The names the loops had before (``parallel_loop`` still takes them).
 OLD_NAMES = {"backward": "grad", "backward_constant": "grad_constant"}
 
-#: SIMD width of the loops, per loop and dtype (default 512), capped by
-#: ``CBRTGRAD_VECTOR_WIDTH``. NOTE: the fused float32 loop (the forward and
-#: the grad inlined in one body) was slower at 512 bits than at 256, while
-#: the float32 forward alone is faster at 512 (docs/kernels.md, "Measured
-#: choices").
+#: SIMD width of the threaded loops that link the block functions (the XLA
+#: FFI and MLX handlers'), per kernel and dtype (default 512), capped by
+#: ``CBRTGRAD_VECTOR_WIDTH``; the ``prange`` loops here are compiled at it
+#: too, but their vector code is the block entries', at the ufunc's shape.
+#: NOTE: the fused float32 loop (the forward and the grad inlined in one
+#: body) was slower at 512 bits than at 256, while the float32 forward alone
+#: is faster at 512 (docs/kernels.md, "Measured choices").
 PARALLEL_LOOP_WIDTHS = {("fused", "float32"): 256}
 
 
@@ -203,8 +260,10 @@ def parallel_loop(name: str, dtype: Any) -> Any:
     Examples
     --------
     >>> import numpy as np
+    >>> from cbrtgrad.kernels.cpu_ufuncs import block_entry
     >>> x = np.array([-8.0, 27.0]); y = np.empty_like(x)
-    >>> parallel_loop("forward", x.dtype)(x, y), y  # the IEEE flags raised, and the result
+    >>> forward = block_entry("forward", "float64").address  # the block entry it calls
+    >>> parallel_loop("forward", x.dtype)(x, y, forward), y  # the IEEE flags raised, the result
     (0, array([-2.,  3.]))
     """
     name = OLD_NAMES.get(name, name)
@@ -218,7 +277,6 @@ def parallel_loop(name: str, dtype: Any) -> Any:
     (signature,) = [s for s in signatures if dtype_of(s) == dt]
 
     def build() -> Any:
-        compile_shared_blocks(_SHARED_BY_LOOP[name], dt, function, dt)
         return _compile.compile_njit(
             function,
             signature,
@@ -286,8 +344,10 @@ class _ByDtype:
 
     def __call__(self, *arrays: Any) -> Any:
         check_behaved(self.name, arrays)  # before numba types them (see check_behaved)
+        dt = lazy.dtype_name(arrays[-1].dtype)
+        entries = [block_entry(kernel, dt).address for kernel in ENTRIES_BY_LOOP[self.name]]
         # The loop's IEEE flags (fpstatus.py), for the backend to signal.
-        return parallel_loop(self.name, arrays[-1].dtype)(*arrays)
+        return parallel_loop(self.name, dt)(*arrays, *entries)
 
 
 class ParallelLoops:
