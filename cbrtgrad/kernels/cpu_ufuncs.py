@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 from numba import carray, types
+from numba.extending import overload
+from numba.np import numpy_support
 
 from .. import _compile
 from . import SERIAL_BLOCK, lazy
@@ -30,6 +32,9 @@ from .kernel_ops import BY_KERNEL, DTYPES, ELEMENTARY, KERNEL_OPS, elementary_op
 from .ufunc_loops import (
     LOOP_SIGNATURE,
     binary_address_loop,
+    call_int64_at,
+    call_void_at,
+    data_pointer,
     ufunc_from_loops,
     unary_address_loop,
 )
@@ -255,6 +260,45 @@ def block_entry(kernel: str, dtype: str) -> Any:
         return _compile.compile_cfunc(function, signature, shape, name, dtype)
 
     return lazy.once(f"entry.{kernel}.{dtype}", build)
+
+
+def run_forward_entry(entry: Any, x: Any, y: Any) -> None:
+    """The forward's block entry at ``entry`` over one block's ``x`` and ``y`` (numba code only)."""
+    raise NotImplementedError("run_forward_entry is only callable from numba-compiled code")
+
+
+@overload(run_forward_entry, inline="always")
+def _overload_run_forward_entry(entry, x, y):  # type: ignore[no-untyped-def]
+    def run(entry, x, y):  # type: ignore[no-untyped-def]
+        call_void_at(entry, (data_pointer(x), data_pointer(y), x.shape[0]))
+
+    return run
+
+
+def run_grad_entry(entry: Any, g: Any, y: Any, dx: Any, before: Any) -> Any:
+    """The gradient's block entry at ``entry`` over one block, the flags after (numba code only).
+
+    As ``grad_blocks.grad_block_flags``: from the flags set before (the
+    float64 gradient sets its own to its rule), the flags read after.
+    """
+    raise NotImplementedError("run_grad_entry is only callable from numba-compiled code")
+
+
+@overload(run_grad_entry, inline="always")
+def _overload_run_grad_entry(entry, g, y, dx, before):  # type: ignore[no-untyped-def]
+    if numpy_support.as_dtype(y.dtype) == np.float32:
+
+        def single(entry, g, y, dx, before):  # type: ignore[no-untyped-def]
+            call_void_at(entry, (data_pointer(g), data_pointer(y), data_pointer(dx), y.shape[0]))
+            return raised_flags(FENV_MASK)
+
+        return single
+
+    def double(entry, g, y, dx, before):  # type: ignore[no-untyped-def]
+        operands = (data_pointer(g), data_pointer(y), data_pointer(dx), y.shape[0], before)
+        return call_int64_at(entry, operands)
+
+    return double
 
 
 def _inner_loop(op: str, dtype: str) -> tuple[Any, Any]:

@@ -28,15 +28,13 @@ from typing import Any
 
 import numba
 import numpy as np
-from numba.extending import overload
-from numba.np import numpy_support
 
 from .. import _compile
 from . import lazy
-from .cpu_ufuncs import LOOP_INTERLEAVE, block_entry
+from .cpu_ufuncs import LOOP_INTERLEAVE, block_entry, run_forward_entry, run_grad_entry
 from .fpstatus import FENV_MASK, block_status, clear_flags, raised_flags
 from .kernel_ops import KERNEL_OPS
-from .ufunc_loops import address_pointer, call_int64_at, call_void_at, data_pointer
+from .ufunc_loops import address_pointer
 
 #: Elements per block of every loop: the fused loop's y block, just written,
 #: must still be in cache when its grad reads it back, so memory is crossed
@@ -78,45 +76,6 @@ def _union(status):  # type: ignore[no-untyped-def]
     return np.int32(raised)
 
 
-def _forward_entry(entry: Any, x: Any, y: Any) -> None:
-    """The forward's block entry at ``entry`` over one block's ``x`` and ``y`` (numba code only)."""
-    raise NotImplementedError("_forward_entry is only callable from numba-compiled code")
-
-
-@overload(_forward_entry, inline="always")
-def _overload_forward_entry(entry, x, y):  # type: ignore[no-untyped-def]
-    def run(entry, x, y):  # type: ignore[no-untyped-def]
-        call_void_at(entry, (data_pointer(x), data_pointer(y), x.shape[0]))
-
-    return run
-
-
-def _grad_entry(entry: Any, g: Any, y: Any, dx: Any, before: Any) -> Any:
-    """The gradient's block entry at ``entry`` over one block, the flags after (numba code only).
-
-    As ``grad_blocks.grad_block_flags``: from the flags set before (the
-    float64 gradient sets its own to its rule), the flags read after.
-    """
-    raise NotImplementedError("_grad_entry is only callable from numba-compiled code")
-
-
-@overload(_grad_entry, inline="always")
-def _overload_grad_entry(entry, g, y, dx, before):  # type: ignore[no-untyped-def]
-    if numpy_support.as_dtype(y.dtype) == np.float32:
-
-        def single(entry, g, y, dx, before):  # type: ignore[no-untyped-def]
-            call_void_at(entry, (data_pointer(g), data_pointer(y), data_pointer(dx), y.shape[0]))
-            return raised_flags(FENV_MASK)
-
-        return single
-
-    def double(entry, g, y, dx, before):  # type: ignore[no-untyped-def]
-        operands = (data_pointer(g), data_pointer(y), data_pointer(dx), y.shape[0], before)
-        return call_int64_at(entry, operands)
-
-    return double
-
-
 # NOTE: the four loops are module-level functions, written out apiece, so
 # that numba can cache each (a closure's cells would be part of its cache
 # key). Each takes its block entries' addresses last (see the module's NOTE).
@@ -129,7 +88,7 @@ def _forward_loop(x, y, forward):  # type: ignore[no-untyped-def]
         _start_block()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
-        _forward_entry(entry, x[start:stop], y[start:stop])
+        run_forward_entry(entry, x[start:stop], y[start:stop])
         status[block] = block_status(raised_flags(FENV_MASK))
     return _union(status)
 
@@ -147,7 +106,7 @@ def _grad_loop(g, y, dx, grad):  # type: ignore[no-untyped-def]
         stop = min(start + PARALLEL_BLOCK, n)
         # The flags are clear here (_start_block): the entry reads them after
         # its work, and sets the float64 gradient's to its rule.
-        raised = _grad_entry(entry, g[start:stop], y[start:stop], dx[start:stop], 0)
+        raised = run_grad_entry(entry, g[start:stop], y[start:stop], dx[start:stop], 0)
         status[block] = block_status(raised)
     return _union(status)
 
@@ -162,9 +121,9 @@ def _fused_loop(x, g, y, dx, forward, grad):  # type: ignore[no-untyped-def]
         _start_block()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
-        _forward_entry(forward_entry, x[start:stop], y[start:stop])
+        run_forward_entry(forward_entry, x[start:stop], y[start:stop])
         before = raised_flags(FENV_MASK)  # a signaling nan x raises invalid
-        raised = _grad_entry(grad_entry, g[start:stop], y[start:stop], dx[start:stop], before)
+        raised = run_grad_entry(grad_entry, g[start:stop], y[start:stop], dx[start:stop], before)
         status[block] = block_status(raised)
     return _union(status)
 
@@ -182,7 +141,7 @@ def _grad_constant_loop(g, y, dx, grad):  # type: ignore[no-untyped-def]
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
         gs = np.full(stop - start, g, y.dtype)
-        raised = _grad_entry(entry, gs, y[start:stop], dx[start:stop], 0)
+        raised = run_grad_entry(entry, gs, y[start:stop], dx[start:stop], 0)
         status[block] = block_status(raised)
     return _union(status)
 
