@@ -138,6 +138,10 @@ def test_explicit_cpu_backend_wins_on_the_small_calls(monkeypatch):
     with backends.use_backend("cpu"):
         expected = {name: call() for name, call in calls.items()}
     assert (expected["cbrt"] != np.cbrt(x)).any()  # numpy's float32 bits differ somewhere
+    # Another explicit backend never takes the cpu route: the numpy backend's bits.
+    numpy_fused = cg.cbrt_and_grad(x, x, backend="numpy")[0]
+    assert numpy_fused.tobytes() == cg.cbrt(x, backend="numpy").tobytes()
+    assert numpy_fused.tobytes() != expected["cbrt"].tobytes()
     np.testing.assert_array_equal(expected["cbrt out="], expected["cbrt"])
     np.testing.assert_array_equal(expected["cbrt_and_grad"][1], cg.cbrt_grad(g, cg.cbrt(y)))
     with backends.use_backend("numpy"):
@@ -148,6 +152,14 @@ def test_explicit_cpu_backend_wins_on_the_small_calls(monkeypatch):
     try:
         for name, call in calls.items():
             assert call().tobytes() == expected[name].tobytes(), name
+        # A "cpu" that is not the interned literal takes the general route:
+        # the same bits (the small route compares the name by identity).
+        built = "".join(["c", "p", "u"])
+        assert built == "cpu" and built is not cg.api._CPU
+        assert cg.cbrt(x, backend=built).tobytes() == expected["cbrt"].tobytes()
+        assert cg.cbrt_grad(g, y, backend=built).tobytes() == expected["cbrt_grad"].tobytes()
+        fused = np.stack(cg.cbrt_and_grad(y, g, backend=built))
+        assert fused.tobytes() == expected["cbrt_and_grad"].tobytes()
         with pytest.raises(TypeError, match="cbrtgrad: out"):
             cg.cbrt(x, out=[0.0] * 1000, backend="cpu")
         with pytest.raises(TypeError, match="cbrtgrad"):

@@ -37,6 +37,8 @@ _grad_enabled = grad_mode.grad_enabled
 _forward_of = _host.forward_of
 _gradient_of = _host.gradient_of
 _KEPT = _host.KEPT
+#: The cpu backend's name, compared by identity (the api's small calls' rule).
+_CPU_NAME = "cpu"
 _CPU = _host.CPU
 _selected_backend = _host.selected_backend
 _NO_PARAMS: dict[str, Any] = {}
@@ -265,7 +267,12 @@ def cbrt(
     if type(x) is not Tensor:
         x = Tensor(x)
     data = x._data
-    if type(data) is np.ndarray and out is None and where is True:
+    if (
+        type(data) is np.ndarray
+        and out is None
+        and where is True
+        and (backend is None or backend is _CPU_NAME)
+    ):
         # NOTE: hot path: a small float32/float64 array that the automatic
         # choice (or backend="cpu") sends to the cpu backend is its kept
         # ufunc's call and the node (the api's own test, _host.keep_choice);
@@ -274,10 +281,7 @@ def cbrt(
         if (
             forward is not None
             and dtype is None
-            and (
-                (backend is None and data.size < _KEPT[1] and _selected_backend() is None)
-                or (type(backend) is str and backend == "cpu")
-            )
+            and ((data.size < _KEPT[1] and _selected_backend() is None) or backend is _CPU_NAME)
         ):
             if x._requires_grad and _grad_enabled():
                 return record_node(CubeRootBackward, (x,), forward(data), _CPU, _NO_PARAMS)
