@@ -29,6 +29,10 @@ from .backends._layout import call_ufunc, into_other_dtype
 # methods bound too), the settings object last seen with the size below which
 # the automatic choice gives cpu (keep_choice), and use_backend's choice.
 CPU: Any = _registry.get_backend("cpu")
+#: Its name, as an explicit ``backend=`` gives it to the small calls' route:
+#: compared by identity (a literal "cpu" is interned, as this constant; any
+#: other equal string takes the general route, to the same result).
+CPU_NAME = "cpu"
 FORWARD: dict[Any, np.ufunc] = CPU.forward
 GRADIENT: dict[Any, np.ufunc] = CPU.gradient
 forward_of = FORWARD.get

@@ -39,6 +39,9 @@ from ._host import (
     selected_backend,
     ufunc_call,
 )
+from ._host import (
+    CPU_NAME as _CPU,
+)
 from ._subclasses import has_subclass
 from ._ufunc_args import (
     check_fused_out,
@@ -52,10 +55,6 @@ from ._ufunc_args import (
 from .backends import _registry
 from .kernels import SERIAL_BLOCK
 from .kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_AND_GRAD, CUBE_ROOT_GRAD, KernelOp
-
-#: The cpu backend's name, as an explicit ``backend=`` gives it to the small
-#: calls' route (compared by identity: see cbrt).
-_CPU = "cpu"
 
 #: The public functions, and the checks the graph engine's ``cbrt`` with
 #: ``out=``/``where=`` makes through the api (defined in ``_ufunc_args``).

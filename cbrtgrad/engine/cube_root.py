@@ -37,8 +37,7 @@ _grad_enabled = grad_mode.grad_enabled
 _forward_of = _host.forward_of
 _gradient_of = _host.gradient_of
 _KEPT = _host.KEPT
-#: The cpu backend's name, compared by identity (the api's small calls' rule).
-_CPU_NAME = "cpu"
+_CPU_NAME = _host.CPU_NAME
 _CPU = _host.CPU
 _selected_backend = _host.selected_backend
 _NO_PARAMS: dict[str, Any] = {}

@@ -190,7 +190,8 @@ UFUNCS: dict[str, dict[str, Any]] = {op.name: _LOOPS[op.kernel] for op in ELEMEN
 
 #: The block loops every kernel of a dtype shares (compiled out of line,
 #: _compile.BLOCK_OPTIONS), by kernel: (function, signature) for float32 and
-#: float64, the types the kernels call them with (1-D C-contiguous arrays).
+#: float64, the types the kernels call them with (1-D C-contiguous arrays; the
+#: gradients' by address).
 _SHARED_BLOCKS: dict[str, dict[str, tuple[tuple[Any, str], ...]]] = {
     "forward": {
         "float32": ((forward_block_f32, "void(float32[::1], float32[::1])"),),
