@@ -376,3 +376,52 @@ def test_a_users_cached_function_is_cached_where_numba_puts_it(tmp_path):
     assert list((user / "__pycache__").glob("users_module.triple-*.nbi"))
     assert list((tmp_path / "numba").glob("*/users_module.triple-*.nbi"))
     assert not list(cache.glob("**/users_module.*"))
+
+
+#: Runs the MLX loops (threaded forward, serial gradient) in a fresh process:
+#: C functions that call the ufuncs' block entries by name
+#: (kernels/linked_entries.py); prints what was built and the results' bits.
+_LINKED_CALL = """
+import ctypes, hashlib, json
+import numpy as np
+from cbrtgrad import _compile
+from cbrtgrad.kernels import mlx_loops
+x = np.concatenate([np.linspace(-1e3, 1e3, 5001), [0.0, -0.0, np.inf, -np.nan, 5e-324, 1e-300]])
+g = np.linspace(-2.0, 3.0, x.size)
+y, dx = np.empty_like(x), np.empty_like(x)
+kind = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 5)
+kind(mlx_loops.loop("forward", "float64", True).address)(x.size, x.ctypes.data, 0, 0, y.ctypes.data)
+kind(mlx_loops.loop("grad", "float64", False).address)(x.size, g.ctypes.data, 0, y.ctypes.data,
+                                                       dx.ctypes.data)
+print(json.dumps({"built": _compile.built_kernels(), "y": y.tobytes().hex(),
+                  "dx": dx.tobytes().hex()}))
+"""
+
+
+def test_handlers_that_call_an_entry_by_name_load_from_the_cache_in_a_new_process(tmp_path):
+    # The MLX loops and XLA FFI handlers name their block entries; LLVM's
+    # linker resolves the names when a loop is compiled and when it is loaded
+    # from the cache (an unresolved name would abort the process).
+    def run() -> dict:
+        done = subprocess.run(
+            [sys.executable, "-c", _LINKED_CALL],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            cwd=ROOT,
+            check=True,
+        )
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first, second = run(), run()
+    assert set(first["built"].values()) == {"compiled"}
+    assert set(second["built"].values()) == {"loaded"}
+    assert first["built"].keys() == second["built"].keys()
+    x = np.concatenate([np.linspace(-1e3, 1e3, 5001), [0.0, -0.0, np.inf, -np.nan, 5e-324, 1e-300]])
+    g = np.linspace(-2.0, 3.0, x.size)
+    y = cbrtgrad.cbrt(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dx = cbrtgrad.cbrt_grad(g, y)
+    for result in (first, second):
+        assert result["y"] == y.tobytes().hex()
+        assert result["dx"] == dx.tobytes().hex()

@@ -3,7 +3,9 @@
 numba's CPU target has no float16 (/work/shared/REFERENCE.md), so the loops
 of :mod:`cbrtgrad.kernels.mlx_loops` read half-precision elements as their 16
 bits, widen them exactly (the cube root to float32, the gradient to float64:
-the dtypes the api computes them in), run cbrtgrad's block functions, and
+the dtypes the api computes them in), run the ufuncs' block entries (linked
+by name, :mod:`cbrtgrad.kernels.linked_entries`: the MLX loops link the
+compute dtype's before they are compiled or loaded), and
 round the result back to half precision once: to nearest even, except where
 the kernel's result is exactly the midpoint ``m`` of two half values, where
 the exact value's side of ``m`` decides (:mod:`cbrtgrad._half`, whose
@@ -19,8 +21,8 @@ import numba
 import numpy as np
 
 from .. import _compile
-from .blocks import forward_block_f32
-from .grad_blocks import grad_block
+from .cpu_ufuncs import run_forward_entry, run_grad_entry
+from .linked_entries import forward_entry_of, grad_entry_of
 from .primitives import f32_as_i32, f64_as_i64, i32_as_f32, mul32
 
 #: Elements widened per step.
@@ -142,7 +144,7 @@ def forward_half(x, y, brain):  # type: ignore[no-untyped-def]
         count = min(BUFFER, n - start)
         for i in range(count):
             wide[i] = _half_to_f32(x[start + i], brain)
-        forward_block_f32(wide[:count], root[:count])
+        run_forward_entry(forward_entry_of(wide), wide[:count], root[:count])
         for i in range(count):
             y[start + i] = _rounded_half(
                 np.float64(root[i]), _root_side, np.float64(wide[i]), 0.0, brain
@@ -161,6 +163,6 @@ def grad_half(g, g_constant, y, dx, brain):  # type: ignore[no-untyped-def]
         for i in range(count):
             gs[i] = np.float64(_half_to_f32(g[0 if g_constant else start + i], brain))
             ys[i] = np.float64(_half_to_f32(y[start + i], brain))
-        grad_block(gs[:count], ys[:count], qs[:count])
+        run_grad_entry(grad_entry_of(ys), gs[:count], ys[:count], qs[:count], 0)
         for i in range(count):
             dx[start + i] = _rounded_half(qs[i], _grad_side, gs[i], ys[i], brain)

@@ -11,14 +11,14 @@ here. Every loop has one signature, ``void loop(n, a, a_constant, b, out)``
   saved output ``y``; ``a_constant`` nonzero means ``a`` holds one element
   that stands for all ``n`` (a broadcast cotangent: the gradient of a sum).
 
-float32 and float64 run the block functions of :mod:`cbrtgrad.kernels.blocks`
-on the buffers in place, so the bits are the ufuncs' and the ``prange``
-loops'. float16 and bfloat16 are read as their 16 bits, widened exactly (the
-cube root to float32, the gradient to float64, as the api computes them) and
-rounded back to half precision once, with the exact midpoint test of
-:mod:`cbrtgrad._half` (which this module does in numba: the comparisons are
-exact in float64 for half-precision operands), so the bits are those of
-``cbrtgrad.cbrt(x, out=half_array)``, nan payloads included.
+float32 and float64 run the ufuncs' block entries on the buffers in place,
+linked by name (:mod:`cbrtgrad.kernels.linked_entries`), so the bits are the
+ufuncs' and the ``prange`` loops'. float16 and bfloat16 are read as their 16
+bits, widened exactly (the cube root to float32, the gradient to float64, as
+the api computes them) and rounded back to half precision once, with the exact
+midpoint test of :mod:`cbrtgrad._half` (which this module does in numba: the
+comparisons are exact in float64 for half-precision operands), so the bits are
+those of ``cbrtgrad.cbrt(x, out=half_array)``, nan payloads included.
 
 Each loop runs with subnormals kept (:mod:`cbrtgrad.kernels.denormals`), as
 the XLA FFI handlers do, whatever mode MLX's thread runs in. The threaded
@@ -36,12 +36,11 @@ from numba.extending import intrinsic, overload
 
 from .. import _compile
 from . import lazy
-from .blocks import forward_block
-from .cpu_ufuncs import compile_shared_blocks, ufunc_loop_shape
+from .cpu_ufuncs import run_forward_entry, run_grad_entry, ufunc_loop_shape
 from .denormals import keep_subnormals, restore_mode
-from .grad_blocks import grad_block
 from .half_bits import forward_half, grad_half
-from .prange_loops import PARALLEL_BLOCK, parallel_loop_shape
+from .linked_entries import forward_entry_of, grad_entry_of, link_entry
+from .prange_loops import PARALLEL_BLOCK
 
 #: Elements of the one-cotangent buffer (a broadcast g).
 BUFFER = 1024
@@ -75,7 +74,7 @@ def _forward_range(x: Any, y: Any, brain: Any) -> None:
 def _overload_forward_range(x, y, brain):  # type: ignore[no-untyped-def]
     if x.dtype == types.uint16:
         return lambda x, y, brain: forward_half(x, y, brain)
-    return lambda x, y, brain: forward_block(x, y)
+    return lambda x, y, brain: run_forward_entry(forward_entry_of(x), x, y)
 
 
 def _grad_range(g: Any, g_constant: Any, y: Any, dx: Any, brain: Any) -> None:
@@ -89,15 +88,16 @@ def _overload_grad_range(g, g_constant, y, dx, brain):  # type: ignore[no-untype
         return lambda g, g_constant, y, dx, brain: grad_half(g, g_constant, y, dx, brain)
 
     def wide(g, g_constant, y, dx, brain):  # type: ignore[no-untyped-def]
+        entry = grad_entry_of(y)  # MLX reads no IEEE flags
         if not g_constant:
-            grad_block(g, y, dx)
+            run_grad_entry(entry, g, y, dx, 0)
             return
-        # The one cotangent as a buffer the block function reads for every BUFFER elements.
+        # The one cotangent as a buffer the block entry reads for every BUFFER elements.
         n = y.shape[0]
         value = np.full(min(n, BUFFER), g[0], y.dtype)
         for start in range(0, n, BUFFER):
             stop = min(start + BUFFER, n)
-            grad_block(value[: stop - start], y[start:stop], dx[start:stop])
+            run_grad_entry(entry, value[: stop - start], y[start:stop], dx[start:stop], 0)
 
     return wide
 
@@ -293,14 +293,13 @@ def loop(kernel: str, dtype: str, threaded: bool) -> Any:
         from numba.np.ufunc.parallel import _launch_threads
 
         _launch_threads()
-        shape = parallel_loop_shape(kernel, f"void({compute}[::1])")
-    else:
-        shape = ufunc_loop_shape(compute, kernel)
+    # The ufunc's SIMD shape: the loop's vector code is the ufunc's block entry.
+    shape = ufunc_loop_shape(compute, kernel)
     suffix = "_threads" if threaded else ""
     tag = f"mlx_{dtype}{suffix}"
 
     def build() -> Any:
-        compile_shared_blocks((kernel,), compute, LOOPS[key], tag)
+        link_entry(kernel, compute)  # before the loop that names it is compiled or loaded
         return _compile.compile_cfunc(
             LOOPS[key], SIGNATURE, shape, f"MLX {kernel} {dtype}{suffix.replace('_', ' ')}", tag
         )

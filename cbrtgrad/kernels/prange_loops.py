@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import _compile
 from . import lazy
-from .cpu_ufuncs import LOOP_INTERLEAVE, block_entry, run_forward_entry, run_grad_entry
+from .cpu_ufuncs import block_entry, run_forward_entry, run_grad_entry, ufunc_loop_shape
 from .fpstatus import FENV_MASK, block_status, clear_flags, raised_flags
 from .kernel_ops import KERNEL_OPS
 from .ufunc_loops import address_pointer
@@ -161,15 +161,6 @@ LOOPS: dict[str, tuple[list[str], Any]] = {
 #: The names the loops had before (``parallel_loop`` still takes them).
 OLD_NAMES = {"backward": "grad", "backward_constant": "grad_constant"}
 
-#: SIMD width of the threaded loops that link the block functions (the XLA
-#: FFI and MLX handlers'), per kernel and dtype (default 512), capped by
-#: ``CBRTGRAD_VECTOR_WIDTH``; the ``prange`` loops here are compiled at it
-#: too, but their vector code is the block entries', at the ufunc's shape.
-#: NOTE: the fused float32 loop (the forward and the grad inlined in one
-#: body) was slower at 512 bits than at 256, while the float32 forward alone
-#: is faster at 512 (docs/kernels.md, "Measured choices").
-PARALLEL_LOOP_WIDTHS = {("fused", "float32"): 256}
-
 
 def dtype_of(signature: str) -> str:
     """The dtype a loop signature is for.
@@ -183,18 +174,21 @@ def dtype_of(signature: str) -> str:
 
 
 def parallel_loop_shape(name: str, signature: str) -> _compile.LoopShape:
-    """The SIMD shape of one parallel loop (``forward``, ``fused``...) on this CPU.
+    """The SIMD shape one parallel loop (``forward``, ``fused``...) is compiled at, on this CPU.
+
+    The ufunc's for the loop's first block entry: a threaded loop's vector
+    code is its entries' (the module's NOTE), so its own shape only sets the
+    target features it is compiled for. The XLA FFI and MLX threaded
+    handlers take theirs from here too.
 
     Examples
     --------
-    >>> parallel_loop_shape("fused", "void(float32[::1])").width <= 256
+    >>> from cbrtgrad.kernels.cpu_ufuncs import ufunc_loop_shape
+    >>> parallel_loop_shape("fused", "void(float32[::1])") == ufunc_loop_shape("float32")
     True
     """
     dtype = signature.split("(", 1)[1].split("[", 1)[0].split(",", 1)[0]
-    return _compile.loop_shape(
-        PARALLEL_LOOP_WIDTHS.get((name, dtype), 512),
-        interleave=LOOP_INTERLEAVE.get((name, dtype)),
-    )
+    return ufunc_loop_shape(dtype, ENTRIES_BY_LOOP[name][0])
 
 
 def parallel_loop(name: str, dtype: Any) -> Any:

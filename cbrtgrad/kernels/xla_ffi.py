@@ -5,9 +5,9 @@ that XLA calls with its buffers (``xla/ffi/api/c_api.h``, shipped with jaxlib
 under ``jax.ffi.include_dir()``). The C API is a plain C ABI of structs, so a
 numba ``cfunc`` can be that function: it reads the call frame with the
 offsets below (x86-64 and ARM64 are both LP64: 8-byte pointers and
-``size_t``, 4-byte enums padded to 8), and runs the block functions of
-:mod:`cbrtgrad.kernels.blocks` on the buffers in place, so the bits are the
-ufuncs' and the ``prange`` loops'. Nothing is compiled by a C compiler and
+``size_t``, 4-byte enums padded to 8), and runs the ufuncs' block entries on
+the buffers in place, linked by name (:mod:`cbrtgrad.kernels.linked_entries`),
+so the bits are the ufuncs' and the ``prange`` loops'. Nothing is compiled by a C compiler and
 nothing of jax is imported here: :mod:`cbrtgrad.jax` registers the handlers'
 addresses with ``jax.ffi.register_ffi_target``; they are compiled, or loaded
 from the kernel cache, on first use, like every other kernel.
@@ -48,11 +48,10 @@ from numba.extending import intrinsic
 
 from .. import _compile
 from . import lazy
-from .blocks import forward_block
-from .cpu_ufuncs import compile_shared_blocks, ufunc_loop_shape
+from .cpu_ufuncs import run_forward_entry, run_grad_entry, ufunc_loop_shape
 from .denormals import keep_subnormals, restore_mode
-from .grad_blocks import grad_block
-from .prange_loops import PARALLEL_BLOCK, parallel_loop_shape
+from .linked_entries import forward_entry_of, grad_entry_of, link_entry
+from .prange_loops import PARALLEL_BLOCK
 
 # -- the C API's layout (c_api.h, XLA FFI API 0.3) -----------------------------------
 
@@ -204,14 +203,14 @@ def _count(frame, which):  # type: ignore[no-untyped-def]
 @numba.njit(**_compile.SCALAR_OPTIONS)
 def _forward_serial(x, y):  # type: ignore[no-untyped-def]
     old = keep_subnormals()
-    forward_block(x, y)
+    run_forward_entry(forward_entry_of(x), x, y)
     restore_mode(old)
 
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
 def _grad_serial(g, y, dx):  # type: ignore[no-untyped-def]
     old = keep_subnormals()
-    grad_block(g, y, dx)
+    run_grad_entry(grad_entry_of(y), g, y, dx, 0)  # XLA reads no IEEE flags
     restore_mode(old)
 
 
@@ -223,7 +222,7 @@ def _forward_threads(x, y):  # type: ignore[no-untyped-def]
         old = keep_subnormals()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
-        forward_block(x[start:stop], y[start:stop])
+        run_forward_entry(forward_entry_of(x), x[start:stop], y[start:stop])
         restore_mode(old)
 
 
@@ -235,7 +234,7 @@ def _grad_threads(g, y, dx):  # type: ignore[no-untyped-def]
         old = keep_subnormals()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
-        grad_block(g[start:stop], y[start:stop], dx[start:stop])
+        run_grad_entry(grad_entry_of(y), g[start:stop], y[start:stop], dx[start:stop], 0)
         restore_mode(old)
 
 
@@ -357,7 +356,6 @@ def handler(kernel: str, dtype: Any, threaded: bool) -> Any:
     key = (kernel, dt, bool(threaded))
     if key not in HANDLERS:
         raise ValueError(f"cbrtgrad: no XLA FFI handler for {key}")
-    # The SIMD shape of the loop the handler runs: the parallel loop's, or the ufunc's.
     if threaded:
         # NOTE: numba starts its thread pool, and makes the pool's symbols
         # (allocate_sched, ...) known to LLVM, when it compiles a prange loop
@@ -367,14 +365,13 @@ def handler(kernel: str, dtype: Any, threaded: bool) -> Any:
         from numba.np.ufunc.parallel import _launch_threads
 
         _launch_threads()
-        shape = parallel_loop_shape(kernel, f"void({dt}[::1])")
-    else:
-        shape = ufunc_loop_shape(dt, kernel)
+    # The ufunc's SIMD shape: the handler's vector code is the ufunc's block entry.
+    shape = ufunc_loop_shape(dt, kernel)
     suffix = " threads" if threaded else ""
     tag = dt + suffix.replace(" ", "_")
 
     def build() -> Any:
-        compile_shared_blocks((kernel,), dt, HANDLERS[key], tag)
+        link_entry(kernel, dt)  # before the handler that names it is compiled or loaded
         return _compile.compile_cfunc(
             HANDLERS[key], SIGNATURE, shape, f"XLA FFI {kernel} {dt}{suffix}", tag
         )
