@@ -275,8 +275,8 @@ class CacheStatus:
         return f"on, {self.folder}: {state}, {len(self.cached)} of {total} kernels cached"
 
 
-def status(kernels: dict[str, tuple[Any, str]]) -> CacheStatus:
-    """Which of ``kernels`` (``{name: (py_func, tag)}``) have an entry in this process's folder.
+def status(kernels: dict[str, tuple[tuple[Any, ...], str]]) -> CacheStatus:
+    """Which of ``kernels`` (``{name: (py_funcs, tag)}``) have every entry in this process's folder.
 
     Examples
     --------
@@ -289,6 +289,7 @@ def status(kernels: dict[str, tuple[Any, str]]) -> CacheStatus:
         return CacheStatus(False, str(where), (), tuple(kernels))
     cached: list[str] = []
     missing: list[str] = []
-    for name, (py_func, tag) in kernels.items():
-        (cached if index_path(py_func, tag, folder).exists() else missing).append(name)
+    for name, (py_funcs, tag) in kernels.items():
+        whole = all(index_path(f, tag, folder).exists() for f in py_funcs)
+        (cached if whole else missing).append(name)
     return CacheStatus(True, str(folder), tuple(cached), tuple(missing))

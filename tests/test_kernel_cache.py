@@ -425,3 +425,21 @@ def test_handlers_that_call_an_entry_by_name_load_from_the_cache_in_a_new_proces
     for result in (first, second):
         assert result["y"] == y.tobytes().hex()
         assert result["dx"] == dx.tobytes().hex()
+
+
+def test_a_ufunc_counts_as_cached_only_with_its_loop_and_its_entry(monkeypatch, tmp_path):
+    monkeypatch.setenv("CBRTGRAD_CACHE_DIR", str(tmp_path))
+    _config.settings.cache_clear()
+    try:
+        folder = _cache.directory()
+        assert folder is not None
+        name = "ufunc cube_root float64"
+        kernel = {name: cpu.cached_kernels()[name]}
+        (loop, entry), tag = kernel[name]
+        assert entry is cpu_ufuncs.forward_f64_at
+        _cache.index_path(loop, tag, folder).write_bytes(b"")
+        assert _cache.status(kernel).missing == (name,)
+        _cache.index_path(entry, tag, folder).write_bytes(b"")
+        assert _cache.status(kernel).cached == (name,)
+    finally:
+        _config.settings.cache_clear()

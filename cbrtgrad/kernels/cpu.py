@@ -26,9 +26,17 @@ from .blocks import (
     forward_block_f32,
     forward_block_f64,
 )
-from .cpu_ufuncs import UFUNCS, CpuUfuncs, fused_blocks, ufunc, ufunc_loop_shape, ufuncs
+from .cpu_ufuncs import (
+    ENTRIES,
+    UFUNCS,
+    CpuUfuncs,
+    fused_blocks,
+    ufunc,
+    ufunc_loop_shape,
+    ufuncs,
+)
 from .grad_blocks import grad_block
-from .kernel_ops import DTYPES, ELEMENTARY, KERNEL_OPS
+from .kernel_ops import DTYPES, ELEMENTARY, KERNEL_OPS, elementary_op
 from .prange_loops import (
     LOOPS,
     PARALLEL_BLOCK,
@@ -91,20 +99,26 @@ def loop_plan() -> list[tuple[str, str, str, str]]:
     return plan
 
 
-def cached_kernels() -> dict[str, tuple[Any, str]]:
-    """Every kernel the on-disk cache can hold: ``{name: (function, tag)}``.
+def cached_kernels() -> dict[str, tuple[tuple[Any, ...], str]]:
+    """Every kernel the on-disk cache can hold: ``{name: (functions, tag)}``.
+
+    A ufunc is its loop and its block entry (kernels/ufunc_loops.py): cached
+    when both are.
 
     Examples
     --------
     >>> sorted(cached_kernels())[0]
     'parallel forward float32'
+    >>> len(cached_kernels()["ufunc cube_root float64"][0])
+    2
     """
-    kernels: dict[str, tuple[Any, str]] = {}
+    kernels: dict[str, tuple[tuple[Any, ...], str]] = {}
     for op, loops in UFUNCS.items():
+        kernel = elementary_op(op).kernel
         for dtype, loop in loops.items():
-            kernels[f"ufunc {op} {dtype}"] = (loop, dtype)
+            kernels[f"ufunc {op} {dtype}"] = ((loop, ENTRIES[kernel][dtype][0]), dtype)
     for name, (signatures, function) in LOOPS.items():
         for signature in signatures:
             dtype = dtype_of(signature)
-            kernels[f"parallel {name} {dtype}"] = (function, dtype)
+            kernels[f"parallel {name} {dtype}"] = ((function,), dtype)
     return kernels
