@@ -58,14 +58,13 @@ SCALAR_OPTIONS: dict[str, Any] = {"inline": "always", **CPU_OPTIONS}
 FORMULA_OPTIONS: dict[str, Any] = {"inline": "never", **CPU_OPTIONS}
 
 #: Options for the block loops a kernel calls once per call
-#: (``forward_block_f64``, ``grad_block``, ``grad_block_flags`` and the like):
-#: not inlined by numba. NOTE: numba's ``inline="always"`` types a function
-#: on its own and then once more inside every caller, so each layer above the
-#: formulas multiplied the compile; out of line, each is compiled once per
-#: process and signature, and every kernel links it, at the SIMD shape it
-#: was compiled at: ``cpu_ufuncs.compile_shared_blocks`` compiles them first,
-#: at the ufunc's shape, so that it is not the shape of whichever kernel a
-#: process compiled first. What runs once per block of 1024 elements
+#: (``forward_block_f64``, ``grad_f64_at`` and the like): not inlined by
+#: numba. NOTE: numba's ``inline="always"`` types a function on its own and
+#: then once more inside every caller, so each layer above the formulas
+#: multiplied the compile; out of line, each is compiled once per process and
+#: signature, at the SIMD shape it was first compiled at: the ufunc's, as
+#: every kernel that calls it (the block entries, cbrtgrad.numba's blocks)
+#: is compiled at its ufunc's shape. What runs once per block of 1024 elements
 #: (``_kept``, the passes, the dtype dispatch) stays inlined: a call passing
 #: arrays costs reference counts (atomic operations) that numba elides only
 #: within one function, and out of line they cost the float32 gradient 7 %

@@ -214,15 +214,3 @@ def forward_block_f64(x, y):  # type: ignore[no-untyped-def]
         if hard:
             _redo_hard_lanes_f64(xs, ys)
         plain = plain_next
-
-
-def forward_block(x: Any, y: Any) -> None:
-    """The forward over 1-D contiguous arrays, by dtype (numba code only)."""
-    raise NotImplementedError("forward_block is only callable from numba-compiled code")
-
-
-@overload(forward_block)
-def _overload_forward_block(x, y):  # type: ignore[no-untyped-def]
-    if _is_f32(x.dtype):
-        return lambda x, y: forward_block_f32(x, y)
-    return lambda x, y: forward_block_f64(x, y)

@@ -188,57 +188,6 @@ ENTRIES: dict[str, dict[str, tuple[Any, Any]]] = {
 UFUNCS: dict[str, dict[str, Any]] = {op.name: _LOOPS[op.kernel] for op in ELEMENTARY}
 
 
-#: The block loops every kernel of a dtype shares (compiled out of line,
-#: _compile.BLOCK_OPTIONS), by kernel: (function, signature) for float32 and
-#: float64, the types the kernels call them with (1-D C-contiguous arrays; the
-#: gradients' by address).
-_SHARED_BLOCKS: dict[str, dict[str, tuple[tuple[Any, str], ...]]] = {
-    "forward": {
-        "float32": ((forward_block_f32, "void(float32[::1], float32[::1])"),),
-        "float64": ((forward_block_f64, "void(float64[::1], float64[::1])"),),
-    },
-    # The gradients by address, which grad_block and grad_block_flags (the
-    # prange loops' calls) call too: compiled once, linked by each.
-    "grad": {
-        "float32": ((grad_f32_at, "void(voidptr, voidptr, voidptr, intp)"),),
-        "float64": ((grad_f64_at, "int64(voidptr, voidptr, voidptr, intp, int64)"),),
-    },
-}
-
-
-def compile_shared_blocks(kernels: tuple[str, ...], dtype: str, caller: Any, tag: str) -> None:
-    """Compile the block loops a kernel shares with the others, at the ufunc's SIMD shape.
-
-    Before the kernel ``caller`` (a module-level function, cached under
-    ``tag``: a ufunc's block entry, a ``prange`` loop) is compiled: the
-    block loops of ``kernels`` (``"forward"``, ``"grad"``; the fused loops
-    call both) for ``dtype``, once per process,
-    each at the ``cpu`` ufunc's shape for its kernel. Nothing when
-    ``caller`` is in the kernel cache (its loading compiles nothing).
-    NOTE: a block loop is compiled once per process and linked into every
-    kernel that calls it, with the SIMD shape it was compiled at: compiled
-    here, that is always the ufunc's for its kernel and dtype, not the shape
-    of whichever kernel a process happened to compile first (the parallel
-    float32 loops' width differs from the ufunc's, and the fused loop's
-    interleave from the forward's).
-
-    Examples
-    --------
-    >>> compile_shared_blocks(("forward",), "float32", forward_f32_at, "float32")
-    """
-    if _compile.is_cached(caller, tag):
-        return
-    for kernel in kernels:
-
-        def build(kernel: str = kernel) -> bool:
-            with _compile.compiling_for(ufunc_loop_shape(dtype, kernel)):
-                for function, signature in _SHARED_BLOCKS[kernel][dtype]:
-                    function.compile(signature)
-            return True
-
-        lazy.once(f"shared_blocks.{kernel}.{dtype}", build)
-
-
 def block_entry(kernel: str, dtype: str) -> Any:
     """The block entry of ``kernel`` (``"forward"``, ``"grad"``) for ``dtype``, compiled or loaded.
 
@@ -255,7 +204,6 @@ def block_entry(kernel: str, dtype: str) -> Any:
 
     def build() -> Any:
         function, signature = ENTRIES[kernel][dtype]
-        compile_shared_blocks((kernel,), dtype, function, dtype)
         name = f"ufunc {BY_KERNEL[kernel].name} {dtype}"
         shape = ufunc_loop_shape(dtype, kernel)
         return _compile.compile_cfunc(function, signature, shape, name, dtype)
@@ -279,8 +227,8 @@ def _overload_run_forward_entry(entry, x, y):  # type: ignore[no-untyped-def]
 def run_grad_entry(entry: Any, g: Any, y: Any, dx: Any, before: Any) -> Any:
     """The gradient's block entry at ``entry`` over one block, the flags after (numba code only).
 
-    As ``grad_blocks.grad_block_flags``: from the flags set before (the
-    float64 gradient sets its own to its rule), the flags read after.
+    From the ``<fenv.h>`` flags set before (the float64 gradient sets its
+    own to its rule), the flags read after, so that neither is read twice.
     """
     raise NotImplementedError("run_grad_entry is only callable from numba-compiled code")
 

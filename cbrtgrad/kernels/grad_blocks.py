@@ -258,8 +258,9 @@ def _grad_f64_from(g_at, y_at, dx_at, n, before, kept_g_at, kept_y_at, kept):  #
 
 @numba.njit(**_compile.BLOCK_OPTIONS)
 def grad_f64_at(g_at, y_at, dx_at, n, before):  # type: ignore[no-untyped-def]
-    # grad_block_flags over n contiguous float64 elements given by address
-    # (the float64 ufunc's loop calls it so: see _grad_f64_from), the kept
+    # The float64 gradient over n contiguous elements given by address, from
+    # the <fenv.h> flags ``before``, returning the flags after (the float64
+    # ufunc's loop calls it so: see _grad_f64_from), the kept
     # buffers allocated here where dx is g or y.
     at = pointer_address(dx_at)
     if pointer_address(g_at) != at and pointer_address(y_at) != at:
@@ -272,28 +273,6 @@ def grad_f64_at(g_at, y_at, dx_at, n, before):  # type: ignore[no-untyped-def]
     )
     keep_alive(kept_g, kept_y)  # until here: the call above writes them
     return flags
-
-
-def _grad_with_flags(g: Any, y: Any, dx: Any, before: Any) -> Any:
-    """The gradient over one block from the ``<fenv.h>`` flags ``before``; the flags after."""
-    raise NotImplementedError("_grad_with_flags is only callable from numba-compiled code")
-
-
-@overload(_grad_with_flags)
-def _overload_grad_with_flags(g, y, dx, before):  # type: ignore[no-untyped-def]
-    if _is_f32(y.dtype):
-
-        def single(g, y, dx, before):  # type: ignore[no-untyped-def]
-            grad_f32_at(data_pointer(g), data_pointer(y), data_pointer(dx), y.shape[0])
-            return raised_flags(FENV_MASK)
-
-        return single
-
-    def double(g, y, dx, before):  # type: ignore[no-untyped-def]
-        g_at, y_at, dx_at = data_pointer(g), data_pointer(y), data_pointer(dx)
-        return grad_f64_at(g_at, y_at, dx_at, y.shape[0], before)
-
-    return double
 
 
 def _grad_any(g: Any, y: Any, dx: Any) -> None:
@@ -322,14 +301,6 @@ def _overload_grad_any(g, y, dx):  # type: ignore[no-untyped-def]
 
 @numba.njit(**_compile.BLOCK_OPTIONS)
 def grad_block(g, y, dx):  # type: ignore[no-untyped-def]
-    # The gradient over 1-D contiguous arrays (the ufuncs' loops): correctly
-    # rounded where docs/accuracy.md says, its IEEE flags the rule's there.
+    # The gradient over 1-D contiguous arrays (cbrtgrad.numba's blocks):
+    # correctly rounded where docs/accuracy.md says, its IEEE flags the rule's.
     _grad_any(g, y, dx)
-
-
-@numba.njit(**_compile.BLOCK_OPTIONS)
-def grad_block_flags(g, y, dx, before):  # type: ignore[no-untyped-def]
-    # grad_block for a caller that knows the <fenv.h> flags set before it
-    # (``before``: the prange loops clear them first) and reads them after:
-    # returns them, so that neither is read twice.
-    return _grad_with_flags(g, y, dx, before)
