@@ -259,7 +259,6 @@ def apply_elementwise(
         a.shape == shape and a.flags.f_contiguous and not a.flags.c_contiguous for a in arrays
     )
     order: Literal["C", "F"] = "F" if fortran else "C"
-    result = np.empty(shape, dtype, order=order)
     flats = []
     for a in arrays:
         full = a if a.shape == shape else np.broadcast_to(a, shape)
@@ -272,6 +271,13 @@ def apply_elementwise(
         if not c.flags.behaved:
             c = c.copy(order=order)
         flats.append(_flat(c, order))
+    if _takes_result(out, dtype, order, flats):
+        # Written in place of a result and its copy into out: a pass over
+        # memory and a fresh array fewer (a broadcast or strided input).
+        if out.size:
+            kernel(*flats, out.reshape(-1))
+        return out
+    result = np.empty(shape, dtype, order=order)
     if result.size:
         kernel(*flats, _flat(result, order))
     if out is None:
@@ -281,18 +287,35 @@ def apply_elementwise(
     return out
 
 
+def _takes_result(out: Any, dtype: np.dtype, order: str, flats: list[np.ndarray]) -> bool:
+    # Whether the general path's kernel can write out= itself: a plain,
+    # C-contiguous, behaved ndarray of the compute dtype that no operand the
+    # kernel reads shares memory with (those are copies, or inputs as given).
+    return (
+        type(out) is np.ndarray
+        and order == "C"
+        and out.dtype == dtype
+        and out.flags.c_contiguous
+        and out.flags.behaved
+        and not any(np.may_share_memory(f, out) for f in flats)
+    )
+
+
 #: Below this many elements a broadcast gradient is not worth a special path.
 CONSTANT_MIN = 1 << 12
 
 
-def constant_operand(g: Any, y: Any, out: Any, where: Any) -> Any:
+def constant_operand(g: Any, y: Any, out: Any, where: Any, dtype: Any = None) -> Any:
     """The single value of ``g`` when ``g / (3 y^2)`` can take it as a scalar, else None.
 
     That is the case the gradient of a sum produces: ``g`` a stride-0
     broadcast of one value to the shape of a large, C-contiguous, writable
-    ``y`` of the same float dtype, with no ``out=`` or ``where=``. The
-    kernels then read one value instead of a broadcast array (whose general
-    strided loop is slower, or which would be copied).
+    ``y`` of the same float dtype (``dtype``, if given, that one), with no
+    ``where=``, and no ``out=`` or one the kernel can write as it is: an
+    ndarray like ``y`` (shape, dtype, C-contiguous, writable) that is ``y``
+    itself or shares no memory with it (the value is read before anything is
+    written). The kernels then read one value instead of a broadcast array
+    (whose general strided loop is slower, or which would be copied).
 
     Examples
     --------
@@ -300,10 +323,12 @@ def constant_operand(g: Any, y: Any, out: Any, where: Any) -> Any:
     >>> y = np.ones(1 << 12)
     >>> constant_operand(np.broadcast_to(2.0, y.shape), y, None, True)
     np.float64(2.0)
+    >>> constant_operand(np.broadcast_to(2.0, y.shape), y, np.empty_like(y), True)
+    np.float64(2.0)
     >>> constant_operand(np.ones(y.shape), y, None, True) is None
     True
     """
-    if out is not None or where is not True:
+    if where is not True or (dtype is not None and dtype != y.dtype):
         return None
     if type(g) is not np.ndarray or type(y) is not np.ndarray or g.shape != y.shape:
         return None
@@ -315,7 +340,20 @@ def constant_operand(g: Any, y: Any, out: Any, where: Any) -> Any:
     # (prange_loops.check_behaved); a numpy scalar is always native.
     if not (y.flags.c_contiguous and y.flags.behaved and y.dtype.isnative):
         return None
+    if out is not None and not _writable_like(out, y):
+        return None
     return g[(0,) * g.ndim]
+
+
+def _writable_like(out: Any, y: np.ndarray) -> bool:
+    # An out= the constant kernel writes as it is: y itself (in place, element
+    # by element) or an array like y in memory of its own.
+    if type(out) is not np.ndarray or out.shape != y.shape or out.dtype != y.dtype:
+        return False
+    if not (out.flags.c_contiguous and out.flags.behaved):
+        return False
+    same = out.ctypes.data == y.ctypes.data and out.strides == y.strides
+    return same or not np.shares_memory(out, y)
 
 
 def direct_operands(

@@ -88,11 +88,11 @@ class ParallelBackend(ElementwiseOps):
     def cube_root_grad(
         self, g: Any, y: Any, out: Any = None, *, where: Any = True, dtype: Any = None
     ) -> Any:
-        constant = constant_operand(g, y, out, where)
+        constant = constant_operand(g, y, out, where, dtype)
         if constant is not None:
             # One g for every y (the gradient of a sum): its own loop, which
             # never makes g an array.
-            dx = np.empty_like(y)
+            dx = np.empty_like(y) if out is None else out
             kernel = self._locked(cpu_kernels.parallel_loops().grad_constant)
             kernel(constant, y.reshape(-1), dx.reshape(-1))
             fpstatus.signal(kernel.status, CUBE_ROOT_GRAD.name)

@@ -131,7 +131,8 @@ def _fused_loop(x, g, y, dx, forward, grad):  # type: ignore[no-untyped-def]
 def _grad_constant_loop(g, y, dx, grad):  # type: ignore[no-untyped-def]
     # One value g (the gradient of a sum), read from a block-sized array so
     # that the block entry runs the same code, so the same bits, as for an
-    # array g. dx is always a new array here (see the parallel backend).
+    # array g. dx is a new array, an out= of its own memory, or y itself (the
+    # block entry keeps its inputs): see _layout.constant_operand.
     entry = address_pointer(grad)
     n = y.shape[0]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK

@@ -30,12 +30,46 @@ def test_broadcast_gradient_matches_the_array_path_bit_for_bit(backend, dtype, v
     assert np.array_equal(fast.view(bits), reference.view(bits))
 
 
+@pytest.mark.parametrize("dtype", cases.DTYPES)
+def test_broadcast_gradient_into_out_matches_the_array_path_bit_for_bit(dtype):
+    dtype = np.dtype(dtype)
+    b = _registry.get_backend("parallel")
+    y = _y(dtype, _layout.CONSTANT_MIN + 1234)
+    g = np.broadcast_to(dtype.type(-2.5), y.shape)
+    with np.errstate(all="ignore"):
+        reference = b.cube_root_grad(np.ascontiguousarray(g), y)
+        out = np.full(y.shape, 7, dtype)
+        assert b.cube_root_grad(g, y, out) is out
+        in_place = y.copy()
+        assert b.cube_root_grad(g, in_place, in_place) is in_place
+        # g a broadcast of out's own first element: read before it is written.
+        own = np.full(y.shape, -2.5, dtype)
+        b.cube_root_grad(np.broadcast_to(own[:1], y.shape), y, own)
+    bits = np.int32 if dtype == np.float32 else np.int64
+    for got in (out, in_place, own):
+        assert np.array_equal(got.view(bits), reference.view(bits))
+
+
+def test_broadcast_gradient_keeps_the_dtype_asked_for():
+    b = _registry.get_backend("parallel")
+    y = np.ones(_layout.CONSTANT_MIN, np.float32)
+    g = np.broadcast_to(np.float32(3.0), y.shape)
+    wide = b.cube_root_grad(g, y, dtype=np.float64)
+    assert wide.dtype == np.float64 and np.all(wide == 1.0)
+
+
 def test_constant_path_is_only_taken_where_it_applies():
     y = np.ones(_layout.CONSTANT_MIN)
     g = np.broadcast_to(1.0, y.shape)
     take = _layout.constant_operand
     assert take(g, y, None, True) == 1.0
-    assert take(g, y, np.empty_like(y), True) is None  # out= given
+    assert take(g, y, np.empty_like(y), True) == 1.0  # an out= like y
+    assert take(g, y, y, True) == 1.0  # in place
+    flat = np.ones(y.size + 1)
+    assert take(g, flat[1:], flat[:-1], True) is None  # out= overlapping y in part
+    assert take(g, y, np.empty(y.shape, np.float32), True) is None  # out= of another dtype
+    assert take(g, y, np.empty((2, y.size))[:, 0], True) is None  # out= strided
+    assert take(g, y, None, True, np.dtype(np.float32)) is None  # dtype= another
     assert take(g, y, None, np.ones(y.shape, bool)) is None  # where= given
     assert take(g[:-1], y[:-1], None, True) is None  # too small
     assert take(g.astype(np.float32), y, None, True) is None  # mixed dtypes
