@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import _compile
 from .cpu_ufuncs import run_forward_entry, run_grad_entry
-from .linked_entries import forward_entry_of, grad_entry_of
+from .linked_entries import flags_now, forward_entry_of, grad_entry_of
 from .primitives import f32_as_i32, f64_as_i64, i32_as_f32, mul32
 
 #: Elements widened per step.
@@ -163,6 +163,6 @@ def grad_half(g, g_constant, y, dx, brain):  # type: ignore[no-untyped-def]
         for i in range(count):
             gs[i] = np.float64(_half_to_f32(g[0 if g_constant else start + i], brain))
             ys[i] = np.float64(_half_to_f32(y[start + i], brain))
-        run_grad_entry(grad_entry_of(ys), gs[:count], ys[:count], qs[:count], 0)
+        run_grad_entry(grad_entry_of(ys), gs[:count], ys[:count], qs[:count], flags_now())
         for i in range(count):
             dx[start + i] = _rounded_half(qs[i], _grad_side, gs[i], ys[i], brain)

@@ -25,13 +25,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import numba
 from llvmlite import binding, ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .. import _compile
 from . import lazy
 from .cpu_ufuncs import block_entry
+from .fpstatus import FENV_MASK, raised_flags
 
 
 def entry_symbol(kernel: str, dtype: str) -> str:
@@ -96,3 +99,11 @@ def _entry_of(kernel: str) -> Any:
 #: ``entry`` of ``cpu_ufuncs.run_forward_entry`` and ``run_grad_entry``.
 forward_entry_of = _entry_of("forward")
 grad_entry_of = _entry_of("grad")
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def flags_now():  # type: ignore[no-untyped-def]
+    # The <fenv.h> flags set now: the ``before`` of run_grad_entry for a
+    # caller that reads no flags (XLA, MLX). The float64 gradient's entry then
+    # keeps them, and audits no block for flags that were set before it ran.
+    return raised_flags(FENV_MASK)

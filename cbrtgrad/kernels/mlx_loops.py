@@ -39,7 +39,7 @@ from . import lazy
 from .cpu_ufuncs import run_forward_entry, run_grad_entry, ufunc_loop_shape
 from .denormals import keep_subnormals, restore_mode
 from .half_bits import forward_half, grad_half
-from .linked_entries import forward_entry_of, grad_entry_of, link_entry
+from .linked_entries import flags_now, forward_entry_of, grad_entry_of, link_entry
 from .prange_loops import PARALLEL_BLOCK
 
 #: Elements of the one-cotangent buffer (a broadcast g).
@@ -88,16 +88,16 @@ def _overload_grad_range(g, g_constant, y, dx, brain):  # type: ignore[no-untype
         return lambda g, g_constant, y, dx, brain: grad_half(g, g_constant, y, dx, brain)
 
     def wide(g, g_constant, y, dx, brain):  # type: ignore[no-untyped-def]
-        entry = grad_entry_of(y)  # MLX reads no IEEE flags
+        entry = grad_entry_of(y)
         if not g_constant:
-            run_grad_entry(entry, g, y, dx, 0)
+            run_grad_entry(entry, g, y, dx, flags_now())
             return
         # The one cotangent as a buffer the block entry reads for every BUFFER elements.
         n = y.shape[0]
         value = np.full(min(n, BUFFER), g[0], y.dtype)
         for start in range(0, n, BUFFER):
             stop = min(start + BUFFER, n)
-            run_grad_entry(entry, value[: stop - start], y[start:stop], dx[start:stop], 0)
+            run_grad_entry(entry, value[: stop - start], y[start:stop], dx[start:stop], flags_now())
 
     return wide
 

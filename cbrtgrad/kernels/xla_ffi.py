@@ -50,7 +50,7 @@ from .. import _compile
 from . import lazy
 from .cpu_ufuncs import run_forward_entry, run_grad_entry, ufunc_loop_shape
 from .denormals import keep_subnormals, restore_mode
-from .linked_entries import forward_entry_of, grad_entry_of, link_entry
+from .linked_entries import flags_now, forward_entry_of, grad_entry_of, link_entry
 from .prange_loops import PARALLEL_BLOCK
 
 # -- the C API's layout (c_api.h, XLA FFI API 0.3) -----------------------------------
@@ -210,7 +210,7 @@ def _forward_serial(x, y):  # type: ignore[no-untyped-def]
 @numba.njit(**_compile.SCALAR_OPTIONS)
 def _grad_serial(g, y, dx):  # type: ignore[no-untyped-def]
     old = keep_subnormals()
-    run_grad_entry(grad_entry_of(y), g, y, dx, 0)  # XLA reads no IEEE flags
+    run_grad_entry(grad_entry_of(y), g, y, dx, flags_now())
     restore_mode(old)
 
 
@@ -234,7 +234,7 @@ def _grad_threads(g, y, dx):  # type: ignore[no-untyped-def]
         old = keep_subnormals()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
-        run_grad_entry(grad_entry_of(y), g[start:stop], y[start:stop], dx[start:stop], 0)
+        run_grad_entry(grad_entry_of(y), g[start:stop], y[start:stop], dx[start:stop], flags_now())
         restore_mode(old)
 
 
