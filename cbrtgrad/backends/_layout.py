@@ -288,9 +288,8 @@ def apply_elementwise(
 
 
 def _takes_result(out: Any, dtype: np.dtype, order: str, flats: list[np.ndarray]) -> bool:
-    # Whether the general path's kernel can write out= itself: a plain,
-    # C-contiguous, behaved ndarray of the compute dtype that no operand the
-    # kernel reads shares memory with (those are copies, or inputs as given).
+    # Whether the general path's kernel can write out= itself: a plain, C-contiguous,
+    # behaved ndarray of the compute dtype that no operand the kernel reads shares.
     return (
         type(out) is np.ndarray
         and order == "C"
@@ -310,12 +309,10 @@ def constant_operand(g: Any, y: Any, out: Any, where: Any, dtype: Any = None) ->
 
     That is the case the gradient of a sum produces: ``g`` a stride-0
     broadcast of one value to the shape of a large, C-contiguous, writable
-    ``y`` of the same float dtype (``dtype``, if given, that one), with no
-    ``where=``, and no ``out=`` or one the kernel can write as it is: an
-    ndarray like ``y`` (shape, dtype, C-contiguous, writable) that is ``y``
-    itself or shares no memory with it (the value is read before anything is
-    written). The kernels then read one value instead of a broadcast array
-    (whose general strided loop is slower, or which would be copied).
+    ``y`` of the same float dtype (and ``dtype``, if given), no ``where=``,
+    and no ``out=`` or one like ``y`` that is ``y`` or shares no memory with
+    it (the value is read first). The kernels then read one value instead of
+    a broadcast array (whose general strided loop is slower, or a copy).
 
     Examples
     --------
@@ -346,8 +343,7 @@ def constant_operand(g: Any, y: Any, out: Any, where: Any, dtype: Any = None) ->
 
 
 def _writable_like(out: Any, y: np.ndarray) -> bool:
-    # An out= the constant kernel writes as it is: y itself (in place, element
-    # by element) or an array like y in memory of its own.
+    # An out= the constant kernel writes as it is: y itself, or like y in memory of its own.
     if type(out) is not np.ndarray or out.shape != y.shape or out.dtype != y.dtype:
         return False
     if not (out.flags.c_contiguous and out.flags.behaved):
