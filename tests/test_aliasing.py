@@ -200,3 +200,85 @@ def test_the_cpu_ufuncs_themselves_take_out_before_their_input(dtype):
             expected = gradient(g.copy(), y.copy())
             gradient(g, y, out=b[: g.size])
         assert np.array_equal(b[: g.size].view(np.uint8), expected.view(np.uint8))
+
+
+def _layout(values: np.ndarray, kind: str) -> np.ndarray:
+    """``values`` as a contiguous array, a stride-2 view, or a reversed view (a copy each)."""
+    if kind == "contiguous":
+        return values.copy()
+    room = np.full(2 * values.size, 7, values.dtype)
+    if kind == "strided":
+        room[::2] = values
+        return room[::2]
+    room[values.size :] = values[::-1]
+    return room[values.size :][::-1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_cpu_ufuncs_take_every_mix_of_strided_and_contiguous_operands(dtype):
+    # The inner loops copy only their strided operands into buffers, block by
+    # block (kernels/ufunc_loops.py): every mix, over several blocks, with
+    # hard lanes and specials, gives the bits of contiguous operands.
+    from cbrtgrad.kernels import cpu
+    from cbrtgrad.kernels.ufunc_loops import BUFFER
+
+    forward = cpu.ufunc("cube_root", dtype)
+    gradient = cpu.ufunc("cube_root_grad", dtype)
+    rng = np.random.default_rng(33)
+    n = 3 * BUFFER + 17
+    with np.errstate(over="ignore"):
+        special = np.concatenate([_hard_inputs(), [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324]])
+        x = np.concatenate([special, rng.standard_normal(n - special.size) * 1e3]).astype(dtype)
+    g = rng.standard_normal(n).astype(dtype)
+    y = forward(x)
+    bits = np.uint32 if dtype == np.float32 else np.uint64
+    kinds = ("contiguous", "strided", "reversed")
+    for x_kind in kinds:
+        for out_kind in kinds[:2]:
+            out = _layout(np.zeros(n, dtype), out_kind)
+            forward(_layout(x, x_kind), out=out)
+            assert np.array_equal(out.view(bits), y.view(bits)), (x_kind, out_kind)
+    with np.errstate(all="ignore"):
+        expected = gradient(g, y)
+        for g_kind in (*kinds, "broadcast"):
+            for y_kind in kinds[:2]:
+                for out_kind in kinds[:2]:
+                    gs = (
+                        np.broadcast_to(g[:1], (n,))
+                        if g_kind == "broadcast"
+                        else _layout(g, g_kind)
+                    )
+                    want = (
+                        gradient(np.ascontiguousarray(gs), y) if g_kind == "broadcast" else expected
+                    )
+                    out = _layout(np.zeros(n, dtype), out_kind)
+                    gradient(gs, _layout(y, y_kind), out=out)
+                    assert np.array_equal(out.view(bits), want.view(bits)), (
+                        g_kind,
+                        y_kind,
+                        out_kind,
+                    )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_out_before_its_input_beside_a_strided_operand_over_several_blocks(dtype):
+    # out=a[:-1] for the input a[1:], uncopied by numpy, taken through the
+    # buffer while the other operand is strided: every block's inputs are read
+    # before the block is written, over several blocks.
+    from cbrtgrad.kernels import cpu
+    from cbrtgrad.kernels.ufunc_loops import BUFFER
+
+    gradient = cpu.ufunc("cube_root_grad", dtype)
+    n = 3 * BUFFER + 5
+    rng = np.random.default_rng(34)
+    a = (rng.standard_normal(n + 1) * 10).astype(dtype)
+    ys = np.abs(rng.standard_normal(n)).astype(dtype) + 1
+    # 0 / 0 in every block: the nan pass reads the block's g again after writing it.
+    ys[3::BUFFER] = 0
+    a[4::BUFFER] = 0
+    y = _layout(ys, "strided")
+    with np.errstate(all="ignore"):
+        expected = gradient(a[1:].copy(), y.copy())
+        gradient(a[1:], y, out=a[:-1])
+    assert np.isnan(expected[3::BUFFER]).all()
+    assert np.array_equal(a[:-1].view(np.uint8), expected.view(np.uint8))

@@ -25,8 +25,10 @@ address in it and numba caches it as any kernel.
 The loop hands contiguous operands to the entry as they are (and a broadcast
 first operand of a binary ufunc as a buffer of its value); strided ones (any
 step, negative, zero or unaligned, as numpy may pass) are gathered into a
-buffer of ``BUFFER`` elements, run through the same entry and scattered back,
-so every layout gives the same bits.
+buffer of ``BUFFER`` elements per block, and a strided output scattered back
+from one, while the contiguous operands of the same call are read and written
+in place; the same entry runs on every block, so every layout gives the same
+bits.
 """
 
 from __future__ import annotations
@@ -184,6 +186,33 @@ call_void_at = _call_at(types.none)
 call_int64_at = _call_at(types.int64)
 
 
+def _block_operand(
+    pointer: Any, step: Any, direct: Any, buffer: Any, start: Any, gathered: Any
+) -> Any:
+    """The address the block entry takes for one operand's block (numba code only)."""
+    raise NotImplementedError("_block_operand is only callable from numba-compiled code")
+
+
+@overload(_block_operand, inline="always")
+def _overload_block_operand(pointer, step, direct, buffer, start, gathered):  # type: ignore[no-untyped-def]
+    load, _ = _ACCESS[numpy_support.as_dtype(buffer.dtype)]
+
+    def operand(pointer, step, direct, buffer, start, gathered):  # type: ignore[no-untyped-def]
+        # A contiguous operand's own memory from ``start``, or else its
+        # buffer, into which its first ``gathered`` elements are read first
+        # (0 for an output, or for a broadcast value already in it). NOTE:
+        # only the strided operands are copied: a strided g with a contiguous
+        # y and out cost three copies per element before (1.84 against 0.40 ms
+        # for 10^6 float32, AMD Zen 4).
+        if direct:
+            return offset_pointer(pointer, start * step)
+        for i in range(gathered):
+            buffer[i] = load(pointer, (start + i) * step)
+        return data_pointer(buffer)
+
+    return operand
+
+
 def unary_address_loop(entry: Any, args: Any, dims: Any, steps: Any, like: Any) -> None:
     """The inner loop ``y = f(x)`` around the block entry at ``entry``, for ``like``'s dtype.
 
@@ -205,20 +234,26 @@ def _overload_unary_address_loop(entry, args, dims, steps, like):  # type: ignor
 
     def loop(entry, args, dims, steps, like):  # type: ignore[no-untyped-def]
         n = dims[0]
-        if steps[0] == itemsize and steps[1] == itemsize:
-            x, y = pointer_address(args[0]), pointer_address(args[1])
-            if not _overlaps_elsewhere(x, y, n * itemsize):
-                call_void_at(entry, (args[0], args[1], n))
-                return
-        x_buffer = np.empty(BUFFER, numpy_type)
-        y_buffer = np.empty(BUFFER, numpy_type)
+        x_direct = steps[0] == itemsize
+        if x_direct and _overlaps_elsewhere(
+            pointer_address(args[0]), pointer_address(args[1]), n * itemsize
+        ):
+            x_direct = False  # the buffered path (see _overlaps_elsewhere)
+        y_direct = steps[1] == itemsize
+        if x_direct and y_direct:
+            call_void_at(entry, (args[0], args[1], n))
+            return
+        # Only the strided operands go through a buffer (see _block_operand).
+        x_buffer = np.empty(0 if x_direct else BUFFER, numpy_type)
+        y_buffer = np.empty(0 if y_direct else BUFFER, numpy_type)
         for start in range(0, n, BUFFER):
             count = min(BUFFER, n - start)
-            for i in range(count):
-                x_buffer[i] = load(args[0], (start + i) * steps[0])
-            call_void_at(entry, (data_pointer(x_buffer), data_pointer(y_buffer), count))
-            for i in range(count):
-                store(args[1], (start + i) * steps[1], y_buffer[i])
+            x_at = _block_operand(args[0], steps[0], x_direct, x_buffer, start, count)
+            y_at = _block_operand(args[1], steps[1], y_direct, y_buffer, start, 0)
+            call_void_at(entry, (x_at, y_at, count))
+            if not y_direct:
+                for i in range(count):
+                    store(args[1], (start + i) * steps[1], y_buffer[i])
         keep_alive(x_buffer, y_buffer)
 
     return loop
@@ -267,35 +302,34 @@ def _overload_binary_address_loop(entry, args, dims, steps, like, state):  # typ
         n = dims[0]
         z_at = pointer_address(args[2])
         size = n * itemsize
-        contiguous = steps[1] == itemsize and steps[2] == itemsize
-        if contiguous and _overlaps_elsewhere(pointer_address(args[1]), z_at, size):
-            contiguous = False  # the buffered path (see _overlaps_elsewhere)
-        if contiguous and steps[0] == itemsize:
-            if _overlaps_elsewhere(pointer_address(args[0]), z_at, size):
-                contiguous = False
-        if contiguous and steps[0] == itemsize:
+        a_direct = steps[0] == itemsize
+        if a_direct and _overlaps_elsewhere(pointer_address(args[0]), z_at, size):
+            a_direct = False  # the buffered path (see _overlaps_elsewhere)
+        b_direct = steps[1] == itemsize
+        if b_direct and _overlaps_elsewhere(pointer_address(args[1]), z_at, size):
+            b_direct = False
+        z_direct = steps[2] == itemsize
+        if a_direct and b_direct and z_direct:
             return _call_entry(entry, args[0], args[1], args[2], n, state)
-        if contiguous and steps[0] == 0:
-            value = np.full(min(n, BUFFER), load(args[0], 0), numpy_type)
-            for start in range(0, n, BUFFER):
-                count = min(BUFFER, n - start)
-                at = start * itemsize
-                b, z = offset_pointer(args[1], at), offset_pointer(args[2], at)
-                state = _call_entry(entry, data_pointer(value), b, z, count, state)
-            keep_alive(value, value)
-            return state
-        a_buffer = np.empty(BUFFER, numpy_type)
-        b_buffer = np.empty(BUFFER, numpy_type)
-        z_buffer = np.empty(BUFFER, numpy_type)
+        # Only the strided operands go through a buffer (see _block_operand); a
+        # broadcast a (stride 0: the gradient of a sum) fills its buffer once.
+        a_once = steps[0] == 0 and n > 0
+        if a_once:
+            a_buffer = np.full(min(n, BUFFER), load(args[0], 0), numpy_type)
+        else:
+            a_buffer = np.empty(0 if a_direct else BUFFER, numpy_type)
+        b_buffer = np.empty(0 if b_direct else BUFFER, numpy_type)
+        z_buffer = np.empty(0 if z_direct else BUFFER, numpy_type)
         for start in range(0, n, BUFFER):
             count = min(BUFFER, n - start)
-            for i in range(count):
-                a_buffer[i] = load(args[0], (start + i) * steps[0])
-                b_buffer[i] = load(args[1], (start + i) * steps[1])
-            a_at, b_at = data_pointer(a_buffer), data_pointer(b_buffer)
-            state = _call_entry(entry, a_at, b_at, data_pointer(z_buffer), count, state)
-            for i in range(count):
-                store(args[2], (start + i) * steps[2], z_buffer[i])
+            gathered = 0 if a_once else count
+            a_at = _block_operand(args[0], steps[0], a_direct, a_buffer, start, gathered)
+            b_at = _block_operand(args[1], steps[1], b_direct, b_buffer, start, count)
+            z_at_block = _block_operand(args[2], steps[2], z_direct, z_buffer, start, 0)
+            state = _call_entry(entry, a_at, b_at, z_at_block, count, state)
+            if not z_direct:
+                for i in range(count):
+                    store(args[2], (start + i) * steps[2], z_buffer[i])
         keep_alive(a_buffer, b_buffer)
         keep_alive(z_buffer, z_buffer)
         return state
