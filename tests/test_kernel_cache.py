@@ -378,14 +378,14 @@ def test_a_users_cached_function_is_cached_where_numba_puts_it(tmp_path):
     assert not list(cache.glob("**/users_module.*"))
 
 
-#: Runs the MLX loops (threaded forward, serial gradient) in a fresh process:
-#: C functions that call the ufuncs' block entries by name
+#: Runs the MLX loops (threaded forward, serial gradient) and a prange loop in
+#: a fresh process: loops that call the ufuncs' block entries by name
 #: (kernels/linked_entries.py); prints what was built and the results' bits.
 _LINKED_CALL = """
 import ctypes, hashlib, json
 import numpy as np
 from cbrtgrad import _compile
-from cbrtgrad.kernels import mlx_loops
+from cbrtgrad.kernels import mlx_loops, prange_loops
 x = np.concatenate([np.linspace(-1e3, 1e3, 5001), [0.0, -0.0, np.inf, -np.nan, 5e-324, 1e-300]])
 g = np.linspace(-2.0, 3.0, x.size)
 y, dx = np.empty_like(x), np.empty_like(x)
@@ -393,13 +393,16 @@ kind = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 5)
 kind(mlx_loops.loop("forward", "float64", True).address)(x.size, x.ctypes.data, 0, 0, y.ctypes.data)
 kind(mlx_loops.loop("grad", "float64", False).address)(x.size, g.ctypes.data, 0, y.ctypes.data,
                                                        dx.ctypes.data)
+threaded = np.empty_like(x)
+prange_loops.parallel_loops().forward(x, threaded)
+assert threaded.tobytes() == y.tobytes()
 print(json.dumps({"built": _compile.built_kernels(), "y": y.tobytes().hex(),
                   "dx": dx.tobytes().hex()}))
 """
 
 
 def test_handlers_that_call_an_entry_by_name_load_from_the_cache_in_a_new_process(tmp_path):
-    # The MLX loops and XLA FFI handlers name their block entries; LLVM's
+    # The MLX loops, XLA FFI handlers and prange loops name their block entries; LLVM's
     # linker resolves the names when a loop is compiled and when it is loaded
     # from the cache (an unresolved name would abort the process).
     def run() -> dict:

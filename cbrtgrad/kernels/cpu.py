@@ -43,6 +43,7 @@ from .prange_loops import (
     ParallelLoops,
     dtype_of,
     parallel_loop,
+    parallel_loop_shape,
     parallel_loops,
 )
 
@@ -93,8 +94,7 @@ def loop_plan() -> list[tuple[str, str, str, str]]:
                 variant = op.variants.get(dtype) or (
                     f"{' then '.join(op.kernels)} per {PARALLEL_BLOCK}-element block"
                 )
-                # Its vector code is its block entries', at the ufunc's shape.
-                shape = ufunc_loop_shape(dtype, op.kernels[0]).describe()
+                shape = parallel_loop_shape(name, signature).describe()
                 plan.append((f"parallel {name}", dtype, shape, variant))
     return plan
 

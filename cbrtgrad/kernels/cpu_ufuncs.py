@@ -191,8 +191,9 @@ UFUNCS: dict[str, dict[str, Any]] = {op.name: _LOOPS[op.kernel] for op in ELEMEN
 def block_entry(kernel: str, dtype: str) -> Any:
     """The block entry of ``kernel`` (``"forward"``, ``"grad"``) for ``dtype``, compiled or loaded.
 
-    Once per process: the C function that the ufunc's loop and the
-    ``prange`` loops call by address (:data:`ENTRIES`, kernels/ufunc_loops.py),
+    Once per process: the C function that the ufunc's loop calls by address
+    (:data:`ENTRIES`, kernels/ufunc_loops.py), and every other kernel by name
+    (kernels/linked_entries.py),
     at the ufunc's SIMD shape, named in :func:`cbrtgrad._compile.built_kernels`
     as the ufunc it belongs to.
 

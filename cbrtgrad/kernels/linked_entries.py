@@ -1,13 +1,14 @@
 """The block entries by name: how a C function with a fixed signature calls them.
 
-The ufuncs' loops and the ``prange`` loops get their block entries'
-addresses as arguments (``cpu_ufuncs.block_entry``). The XLA FFI handlers and
-the MLX loops cannot: their callers (XLA, MLX's primitive) pass them a fixed
-set of arguments. So they call each entry by a symbol name, which LLVM's
-dynamic linker resolves when the handler is compiled or loaded from the
-kernel cache, to the address :func:`link_entry` registered for it in this
-process (``llvmlite.binding.add_symbol``, as numba does for its own C
-helpers).
+A ufunc's loop gets its block entry's address from numpy, as its ``data``
+(``cpu_ufuncs.block_entry``). The XLA FFI handlers and the MLX loops cannot
+take an address: their callers (XLA, MLX's primitive) pass them a fixed set
+of arguments. So they, and the ``prange`` loops with them (one mechanism
+rather than an address argument for some and a name for the others), call
+each entry by a symbol name, which LLVM's dynamic linker resolves when the
+loop is compiled or loaded from the kernel cache, to the address
+:func:`link_entry` registered for it in this process
+(``llvmlite.binding.add_symbol``, as numba does for its own C helpers).
 
 NOTE: by name, not by linking the block functions' code: numba would
 optimise and compile that again inside every handler, at the handler's SIMD
@@ -17,8 +18,9 @@ ufunc's, and so are its bits.
 
 NOTE: a handler that names an entry must never be compiled or loaded before
 :func:`link_entry` has run for it in this process: LLVM's linker aborts the
-process on a symbol it cannot find. The handlers' builders
-(``xla_ffi.handler``, ``mlx_loops.loop``) call it first.
+process on a symbol it cannot find. The loops' builders
+(``xla_ffi.handler``, ``mlx_loops.loop``, ``prange_loops.parallel_loop``)
+call it first.
 """
 
 from __future__ import annotations

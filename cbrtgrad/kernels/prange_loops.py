@@ -9,10 +9,11 @@ take 1-D C-contiguous arrays; array layout is handled by the caller
 (:mod:`cbrtgrad.backends.parallel`).
 
 NOTE: each loop calls the ufuncs' block entries (``cpu_ufuncs.block_entry``:
-the block functions compiled once as C functions of their own) through
-their addresses, given as its last arguments, rather than linking the block
-functions' code: numba would optimise and compile that again inside every
-loop (kernels/ufunc_loops.py).
+the block functions compiled once as C functions of their own) by name
+(:mod:`cbrtgrad.kernels.linked_entries`, linked before the loop is compiled
+or loaded), as the XLA FFI and MLX handlers do, rather than linking the
+block functions' code: numba would optimise and compile that again inside
+every loop (kernels/ufunc_loops.py).
 
 Each loop returns the IEEE flags its blocks raised, in numpy's bit order
 (:mod:`cbrtgrad.kernels.fpstatus`), for the caller to signal.
@@ -31,31 +32,28 @@ import numpy as np
 
 from .. import _compile
 from . import lazy
-from .cpu_ufuncs import block_entry, run_forward_entry, run_grad_entry, ufunc_loop_shape
+from .cpu_ufuncs import run_forward_entry, run_grad_entry, ufunc_loop_shape
 from .fpstatus import FENV_MASK, block_status, clear_flags, raised_flags
 from .kernel_ops import KERNEL_OPS
-from .ufunc_loops import address_pointer
+from .linked_entries import forward_entry_of, grad_entry_of, link_entry
 
 #: Elements per block of every loop: the fused loop's y block, just written,
 #: must still be in cache when its grad reads it back, so memory is crossed
 #: once; the other loops use the same blocks, so each thread's share is alike.
 PARALLEL_BLOCK = 2048
 
-FORWARD_SIGNATURES = [
-    "int32(float32[::1], float32[::1], int64)",
-    "int32(float64[::1], float64[::1], int64)",
-]
+FORWARD_SIGNATURES = ["int32(float32[::1], float32[::1])", "int32(float64[::1], float64[::1])"]
 GRAD_SIGNATURES = [
-    "int32(float32[::1], float32[::1], float32[::1], int64)",
-    "int32(float64[::1], float64[::1], float64[::1], int64)",
+    "int32(float32[::1], float32[::1], float32[::1])",
+    "int32(float64[::1], float64[::1], float64[::1])",
 ]
 FUSED_SIGNATURES = [
-    "int32(float32[::1], float32[::1], float32[::1], float32[::1], int64, int64)",
-    "int32(float64[::1], float64[::1], float64[::1], float64[::1], int64, int64)",
+    "int32(float32[::1], float32[::1], float32[::1], float32[::1])",
+    "int32(float64[::1], float64[::1], float64[::1], float64[::1])",
 ]
 GRAD_CONSTANT_SIGNATURES = [
-    "int32(float32, float32[::1], float32[::1], int64)",
-    "int32(float64, float64[::1], float64[::1], int64)",
+    "int32(float32, float32[::1], float32[::1])",
+    "int32(float64, float64[::1], float64[::1])",
 ]
 
 
@@ -78,9 +76,9 @@ def _union(status):  # type: ignore[no-untyped-def]
 
 # NOTE: the four loops are module-level functions, written out apiece, so
 # that numba can cache each (a closure's cells would be part of its cache
-# key). Each takes its block entries' addresses last (see the module's NOTE).
-def _forward_loop(x, y, forward):  # type: ignore[no-untyped-def]
-    entry = address_pointer(forward)
+# key). Each calls its block entries by name (see the module's NOTE).
+def _forward_loop(x, y):  # type: ignore[no-untyped-def]
+    entry = forward_entry_of(x)
     n = x.shape[0]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
@@ -93,10 +91,10 @@ def _forward_loop(x, y, forward):  # type: ignore[no-untyped-def]
     return _union(status)
 
 
-def _grad_loop(g, y, dx, grad):  # type: ignore[no-untyped-def]
+def _grad_loop(g, y, dx):  # type: ignore[no-untyped-def]
     # dx may be g or y (the block entry keeps its inputs); the backend copies
     # any other overlap first.
-    entry = address_pointer(grad)
+    entry = grad_entry_of(y)
     n = g.shape[0]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
@@ -111,9 +109,9 @@ def _grad_loop(g, y, dx, grad):  # type: ignore[no-untyped-def]
     return _union(status)
 
 
-def _fused_loop(x, g, y, dx, forward, grad):  # type: ignore[no-untyped-def]
-    forward_entry = address_pointer(forward)
-    grad_entry = address_pointer(grad)
+def _fused_loop(x, g, y, dx):  # type: ignore[no-untyped-def]
+    forward_entry = forward_entry_of(x)
+    grad_entry = grad_entry_of(y)
     n = x.shape[0]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
@@ -128,12 +126,12 @@ def _fused_loop(x, g, y, dx, forward, grad):  # type: ignore[no-untyped-def]
     return _union(status)
 
 
-def _grad_constant_loop(g, y, dx, grad):  # type: ignore[no-untyped-def]
+def _grad_constant_loop(g, y, dx):  # type: ignore[no-untyped-def]
     # One value g (the gradient of a sum), read from a block-sized array so
     # that the block entry runs the same code, so the same bits, as for an
     # array g. dx is a new array, an out= of its own memory, or y itself (the
     # block entry keeps its inputs): see _layout.constant_operand.
-    entry = address_pointer(grad)
+    entry = grad_entry_of(y)
     n = y.shape[0]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
@@ -147,8 +145,8 @@ def _grad_constant_loop(g, y, dx, grad):  # type: ignore[no-untyped-def]
     return _union(status)
 
 
-#: The block entries each parallel loop calls, in the order of its last
-#: arguments: its op's kernel, or a fused op's parts' (kernel_ops.py).
+#: The block entries each parallel loop calls: its op's kernel, or a fused
+#: op's parts' (kernel_ops.py).
 ENTRIES_BY_LOOP = {name: op.kernels for op in KERNEL_OPS.values() for name in op.parallel_loops}
 
 #: The loops by name: (signatures, function).
@@ -214,10 +212,8 @@ def parallel_loop(name: str, dtype: Any) -> Any:
     Examples
     --------
     >>> import numpy as np
-    >>> from cbrtgrad.kernels.cpu_ufuncs import block_entry
     >>> x = np.array([-8.0, 27.0]); y = np.empty_like(x)
-    >>> forward = block_entry("forward", "float64").address  # the block entry it calls
-    >>> parallel_loop("forward", x.dtype)(x, y, forward), y  # the IEEE flags raised, the result
+    >>> parallel_loop("forward", x.dtype)(x, y), y  # the IEEE flags raised, and the result
     (0, array([-2.,  3.]))
     """
     name = OLD_NAMES.get(name, name)
@@ -231,6 +227,8 @@ def parallel_loop(name: str, dtype: Any) -> Any:
     (signature,) = [s for s in signatures if dtype_of(s) == dt]
 
     def build() -> Any:
+        for kernel in ENTRIES_BY_LOOP[name]:  # before the loop that names it is compiled or loaded
+            link_entry(kernel, dt)
         return _compile.compile_njit(
             function,
             signature,
@@ -298,10 +296,8 @@ class _ByDtype:
 
     def __call__(self, *arrays: Any) -> Any:
         check_behaved(self.name, arrays)  # before numba types them (see check_behaved)
-        dt = lazy.dtype_name(arrays[-1].dtype)
-        entries = [block_entry(kernel, dt).address for kernel in ENTRIES_BY_LOOP[self.name]]
         # The loop's IEEE flags (fpstatus.py), for the backend to signal.
-        return parallel_loop(self.name, dt)(*arrays, *entries)
+        return parallel_loop(self.name, arrays[-1].dtype)(*arrays)
 
 
 class ParallelLoops:

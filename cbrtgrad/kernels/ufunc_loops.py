@@ -148,16 +148,6 @@ def offset_pointer(typingctx, pointer, offset):  # type: ignore[no-untyped-def]
     return types.voidptr(types.voidptr, types.intp), codegen
 
 
-@intrinsic
-def address_pointer(typingctx, address):  # type: ignore[no-untyped-def]
-    """An integer address as a void pointer (numba code only): :func:`pointer_address` undone."""
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
-
-    return types.voidptr(types.int64), codegen
-
-
 def _call_at(result: Any) -> Any:
     """An intrinsic ``call(function, operands)``: the C function at the void pointer
     ``function`` called with the tuple ``operands``, returning ``result``
