@@ -287,16 +287,17 @@ def apply_elementwise(
     return out
 
 
+def _plain(a: Any, dtype: np.dtype) -> bool:
+    # An ndarray a 1-D kernel reads or writes as it is: of ``dtype``,
+    # C-contiguous and behaved (aligned and writable: prange_loops.check_behaved).
+    return type(a) is np.ndarray and a.dtype == dtype and a.flags.c_contiguous and a.flags.behaved
+
+
 def _takes_result(out: Any, dtype: np.dtype, order: str, flats: list[np.ndarray]) -> bool:
-    # Whether the general path's kernel can write out= itself: a plain, C-contiguous,
-    # behaved ndarray of the compute dtype that no operand the kernel reads shares.
+    # Whether the general path's kernel can write out= itself: plain, and
+    # sharing memory with no operand the kernel reads.
     return (
-        type(out) is np.ndarray
-        and order == "C"
-        and out.dtype == dtype
-        and out.flags.c_contiguous
-        and out.flags.behaved
-        and not any(np.may_share_memory(f, out) for f in flats)
+        order == "C" and _plain(out, dtype) and not any(np.may_share_memory(f, out) for f in flats)
     )
 
 
@@ -337,19 +338,13 @@ def constant_operand(g: Any, y: Any, out: Any, where: Any, dtype: Any = None) ->
     # (prange_loops.check_behaved); a numpy scalar is always native.
     if not (y.flags.c_contiguous and y.flags.behaved and y.dtype.isnative):
         return None
-    if out is not None and not _writable_like(out, y):
-        return None
+    if out is not None:
+        # An out= the constant kernel writes as it is: y itself, or like y in memory of its own.
+        if not (_plain(out, y.dtype) and out.shape == y.shape):
+            return None
+        if np.may_share_memory(out, y) and not same_view(out, y):
+            return None
     return g[(0,) * g.ndim]
-
-
-def _writable_like(out: Any, y: np.ndarray) -> bool:
-    # An out= the constant kernel writes as it is: y itself, or like y in memory of its own.
-    if type(out) is not np.ndarray or out.shape != y.shape or out.dtype != y.dtype:
-        return False
-    if not (out.flags.c_contiguous and out.flags.behaved):
-        return False
-    same = out.ctypes.data == y.ctypes.data and out.strides == y.strides
-    return same or not np.shares_memory(out, y)
 
 
 def direct_operands(
@@ -378,10 +373,7 @@ def direct_operands(
         return None
     shape = None
     for a in inputs:
-        if type(a) is not np.ndarray or a.dtype != dtype or a.ndim == 0:
-            return None
-        # flags.behaved: aligned and writable (prange_loops.check_behaved).
-        if not (a.flags.c_contiguous and a.flags.behaved):
+        if not _plain(a, dtype) or a.ndim == 0:
             return None
         if shape is None:
             shape = a.shape
@@ -390,9 +382,7 @@ def direct_operands(
     assert shape is not None
     if out is None:
         return [a.reshape(-1) for a in inputs], np.empty(shape, dtype)
-    if type(out) is not np.ndarray or out.dtype != dtype or out.shape != shape:
-        return None
-    if not (out.flags.c_contiguous and out.flags.behaved):
+    if not (_plain(out, dtype) and out.shape == shape):
         return None
     for a in inputs:
         if np.may_share_memory(a, out) and not same_view(a, out):
