@@ -54,7 +54,9 @@ SCALAR_OPTIONS: dict[str, Any] = {"inline": "always", **CPU_OPTIONS}
 #: ``inline="always"`` typed each formula on its own and once more inside
 #: every caller. Measured on an AMD Zen 4, empty cache, one process each: the
 #: first float64 ``cbrt`` 4.0-4.2 s to 3.3-3.4 s, at the same speed and bits
-#: (docs/cache.md, "What a kernel costs to compile").
+#: (docs/cache.md, "What a kernel costs to compile"). Given to
+#: ``kernels/internal_jit.numba_only`` (no Python or C entry), as are
+#: :data:`BLOCK_OPTIONS`.
 FORMULA_OPTIONS: dict[str, Any] = {"inline": "never", **CPU_OPTIONS}
 
 #: Options for the block loops a kernel calls once per call

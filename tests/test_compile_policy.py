@@ -330,3 +330,31 @@ def test_a_malformed_numba_cpu_features_is_a_value_error():
     assert parse_features("+avx2, -avx512f,") == {"avx2": True, "avx512f": False}
     with pytest.raises(ValueError, match="NUMBA_CPU_FEATURES must be"):
         parse_features("+avx2,fma")
+
+
+def test_functions_only_numba_calls_have_no_python_entry_and_refuse_python():
+    # kernels/internal_jit.py: compiled without numba's Python and C
+    # wrappers (compile time), so a Python call would jump to an entry that
+    # does not exist; it must be a TypeError, never a crash.
+    import numpy as np
+
+    from cbrtgrad.kernels import blocks, grad_blocks, grad_flags
+    from cbrtgrad.kernels.internal_jit import NumbaOnlyDispatcher
+
+    helpers = {
+        "formula": blocks.FORMULAS.cube_root_f64_exact,
+        "block": blocks.forward_block_f64,
+        "second pass": blocks._redo_hard_lanes_f64,
+        "gradient by address": grad_blocks.grad_f64_at,
+        "flag audit": grad_flags.audit,
+    }
+    for name, helper in helpers.items():
+        assert isinstance(helper, NumbaOnlyDispatcher), name
+        assert helper.targetoptions["no_cpython_wrapper"], name
+        with pytest.raises(TypeError, match="compiled for numba code only"):
+            helper(np.ones(2), np.ones(2))
+    # The kernels built on them still run: the float64 forward through its
+    # exact path (2^-900 is tiny: always redone there).
+    import cbrtgrad
+
+    assert cbrtgrad.cbrt(np.array([2.0**-900, 27.0]), backend="cpu").tolist() == [2.0**-300, 3.0]

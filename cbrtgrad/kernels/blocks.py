@@ -26,6 +26,7 @@ from numba.extending import overload
 from .. import _compile
 from .formulas import make_formulas
 from .formulas_f64 import MAGNITUDE_MASK64, PLAIN_F64_BEYOND, PLAIN_F64_LOWEST
+from .internal_jit import numba_only
 from .primitives import CPU_PRIMITIVES, f64_as_i64
 
 # NOTE: the float64 gradient's formulas stay inlined by numba, but its exact
@@ -36,7 +37,7 @@ from .primitives import CPU_PRIMITIVES, f64_as_i64
 # path out of line (its first compile 4 to 7 % shorter).
 FORMULAS = make_formulas(
     CPU_PRIMITIVES,
-    numba.njit(**_compile.FORMULA_OPTIONS),
+    numba_only(**_compile.FORMULA_OPTIONS),
     gradient_f64_jit=numba.njit(**_compile.SCALAR_OPTIONS),
 )
 
@@ -82,7 +83,7 @@ def _pass_f32(x, y):  # type: ignore[no-untyped-def]
         y[i] = _cube_root_f32(x[i])
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba_only(**_compile.BLOCK_OPTIONS)
 def forward_block_f32(x, y):  # type: ignore[no-untyped-def]
     # NOTE: in place, LLVM's runtime overlap check fails and its scalar loop
     # runs (docs/kernels.md, "Measured choices"): blocks go through a copy.
@@ -104,7 +105,7 @@ SECOND_PASS_BLOCK = 1024
 
 # NOTE: not inlined: the second pass is rare, and keeping it out of line keeps
 # the vector loop of the first pass free of its code.
-@numba.njit(inline="never", fastmath=False, cache=False)
+@numba_only(inline="never", fastmath=False)
 def _redo_hard_lanes_f64(x, y):  # type: ignore[no-untyped-def]
     for i in range(x.shape[0]):
         _, hard = _cube_root_f64_fast(x[i])
@@ -174,7 +175,7 @@ def _plain_pass_checking_next_f64(x, y, following):  # type: ignore[no-untyped-d
     return hard != 0, worst < _PLAIN_SPAN_F64
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba_only(**_compile.BLOCK_OPTIONS)
 def forward_block_f64(x, y):  # type: ignore[no-untyped-def]
     # Correctly rounded: the fast path over a block, then, only for a block
     # that has a hard lane, the exact path for those lanes. A block of plain

@@ -28,6 +28,7 @@ from . import SERIAL_BLOCK, lazy
 from .blocks import forward_block_f32, forward_block_f64
 from .fpstatus import FENV_MASK, raised_flags
 from .grad_blocks import grad_f32_at, grad_f64_at
+from .internal_jit import WITHOUT_ENTRIES
 from .kernel_ops import BY_KERNEL, DTYPES, ELEMENTARY, KERNEL_OPS, elementary_op
 from .ufunc_loops import (
     LOOP_SIGNATURE,
@@ -217,7 +218,7 @@ def run_forward_entry(entry: Any, x: Any, y: Any) -> None:
     raise NotImplementedError("run_forward_entry is only callable from numba-compiled code")
 
 
-@overload(run_forward_entry, inline="always")
+@overload(run_forward_entry, inline="always", jit_options=WITHOUT_ENTRIES)
 def _overload_run_forward_entry(entry, x, y):  # type: ignore[no-untyped-def]
     def run(entry, x, y):  # type: ignore[no-untyped-def]
         call_void_at(entry, (data_pointer(x), data_pointer(y), x.shape[0]))
@@ -234,7 +235,7 @@ def run_grad_entry(entry: Any, g: Any, y: Any, dx: Any, before: Any) -> Any:
     raise NotImplementedError("run_grad_entry is only callable from numba-compiled code")
 
 
-@overload(run_grad_entry, inline="always")
+@overload(run_grad_entry, inline="always", jit_options=WITHOUT_ENTRIES)
 def _overload_run_grad_entry(entry, g, y, dx, before):  # type: ignore[no-untyped-def]
     if numpy_support.as_dtype(y.dtype) == np.float32:
 

@@ -20,6 +20,7 @@ from .. import _compile
 from .blocks import FORMULAS, SECOND_PASS_BLOCK, _copy, _is_f32
 from .fpstatus import FENV_MASK, raised_flags
 from .grad_flags import AUDIT_BLOCK, audit
+from .internal_jit import WITHOUT_ENTRIES, numba_only
 from .ufunc_loops import data_pointer, keep_alive, pointer_address
 
 # NOTE: module globals, not FORMULAS' attributes: numba code reads a module's
@@ -37,7 +38,7 @@ def _kept(a: Any, start: Any, stop: Any, kept: Any) -> Any:
     raise NotImplementedError("_kept is only callable from numba-compiled code")
 
 
-@overload(_kept, inline="always")
+@overload(_kept, inline="always", jit_options=WITHOUT_ENTRIES)
 def _overload_kept(a, start, stop, kept):  # type: ignore[no-untyped-def]
     def kept_block(a, start, stop, kept):  # type: ignore[no-untyped-def]
         if kept.shape[0] == 0:
@@ -58,7 +59,7 @@ def _grad_first_pass_over(fast: Any) -> Any:
     forward's first pass.
     """
 
-    @numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+    @numba_only(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
     def first_pass(g, y, dx):  # type: ignore[no-untyped-def]
         # Whether any lane was hard.
         hard = False
@@ -80,7 +81,7 @@ def _grad_second_pass_over(fast: Any, exact: Any) -> Any:
     trips numba's SSA checks (NumbaIRAssumptionWarning).
     """
 
-    @numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+    @numba_only(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
     def second_pass(g, y, dx):  # type: ignore[no-untyped-def]
         for i in range(y.shape[0]):
             _, hard = fast(g[i], y[i])
@@ -102,7 +103,7 @@ def _grad_nan_pass_over(grad_nan: Any) -> Any:
     selects only for a block with a nan (docs/accuracy.md, "nan results").
     """
 
-    @numba.njit(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+    @numba_only(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
     def nan_pass(g, y, dx):  # type: ignore[no-untyped-def]
         # Returns whether a result is a nan (the float64 flags' audit asks).
         found = False
@@ -177,7 +178,7 @@ def _grad_range(g, y, dx, start, stop, kept_g, kept_y):  # type: ignore[no-untyp
     return nan_result
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba_only(**_compile.BLOCK_OPTIONS)
 def _grad_f32_from(g_at, y_at, dx_at, n, kept_g_at, kept_y_at, kept):  # type: ignore[no-untyped-def]
     # The float32 gradient of n contiguous elements given by address (as
     # _grad_f64_from: no reference counts), the kept buffers ``kept``
@@ -201,7 +202,7 @@ def _grad_f32_from(g_at, y_at, dx_at, n, kept_g_at, kept_y_at, kept):  # type: i
         _grad_nan_pass(gs, ys, dxs)
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba_only(**_compile.BLOCK_OPTIONS)
 def grad_f32_at(g_at, y_at, dx_at, n):  # type: ignore[no-untyped-def]
     # grad_block over n contiguous float32 elements given by address (the
     # float32 ufunc's loop calls it so: see _grad_f64_from), the kept
@@ -217,7 +218,7 @@ def grad_f32_at(g_at, y_at, dx_at, n):  # type: ignore[no-untyped-def]
     keep_alive(kept_g, kept_y)  # until here: the call above writes them
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba_only(**_compile.BLOCK_OPTIONS)
 def _grad_f64_from(g_at, y_at, dx_at, n, before, kept_g_at, kept_y_at, kept):  # type: ignore[no-untyped-def]
     # The float64 gradient of n contiguous elements given by address, by
     # audit blocks (kernels/grad_flags.py): after each, the IEEE flags are
@@ -256,7 +257,7 @@ def _grad_f64_from(g_at, y_at, dx_at, n, before, kept_g_at, kept_y_at, kept):  #
     return flags
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba_only(**_compile.BLOCK_OPTIONS)
 def grad_f64_at(g_at, y_at, dx_at, n, before):  # type: ignore[no-untyped-def]
     # The float64 gradient over n contiguous elements given by address, from
     # the <fenv.h> flags ``before``, returning the flags after (the float64
@@ -299,7 +300,7 @@ def _overload_grad_any(g, y, dx):  # type: ignore[no-untyped-def]
     return double
 
 
-@numba.njit(**_compile.BLOCK_OPTIONS)
+@numba_only(**_compile.BLOCK_OPTIONS)
 def grad_block(g, y, dx):  # type: ignore[no-untyped-def]
     # The gradient over 1-D contiguous arrays (cbrtgrad.numba's blocks):
     # correctly rounded where docs/accuracy.md says, its IEEE flags the rule's.

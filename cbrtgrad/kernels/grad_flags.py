@@ -63,6 +63,7 @@ from .fpstatus import (
     raise_flags,
     raised_flags,
 )
+from .internal_jit import numba_only
 from .primitives import CPU_PRIMITIVES, f64_as_i64, fma
 
 #: Elements per flag audit of the float64 gradient: one read of the flags
@@ -139,7 +140,7 @@ def _underflows(g, y, dx):  # type: ignore[no-untyped-def]
 # write memory), and the result is stored before the flags are read, so the
 # arithmetic stays between the two calls (LLVM takes floating-point
 # operations to have no side effect and could otherwise move them).
-@numba.njit(inline="never", fastmath=False, cache=False, error_model="numpy")
+@numba_only(inline="never", fastmath=False, error_model="numpy")
 def formula_flags(g, y, i, sink):  # type: ignore[no-untyped-def]
     """The ``<fenv.h>`` flags of element ``i`` for a finite nonzero ``y`` outside the refined range.
 
@@ -185,7 +186,7 @@ def _signaling(v):  # type: ignore[no-untyped-def]
 # and overflow are read off the values (an IEEE operation raises them
 # exactly when its result says so); only underflow (tiny and inexact) needs
 # the exact test or the replay, for the few elements where it can happen.
-@numba.njit(inline="never", fastmath=False, cache=False, error_model="numpy")
+@numba_only(inline="never", fastmath=False, error_model="numpy")
 def any_invalid(g, y, dx):  # type: ignore[no-untyped-def]
     """Whether a result is a nan of no nan operand (0/0, inf/inf, 0 * inf), or an operand sNaN."""
     found = False
@@ -196,7 +197,7 @@ def any_invalid(g, y, dx):  # type: ignore[no-untyped-def]
     return found
 
 
-@numba.njit(inline="never", fastmath=False, cache=False, error_model="numpy")
+@numba_only(inline="never", fastmath=False, error_model="numpy")
 def any_divide(g, y):  # type: ignore[no-untyped-def]
     """Whether a finite nonzero g meets numpy's divisor 3*(y*y) rounded to zero."""
     found = False
@@ -206,7 +207,7 @@ def any_divide(g, y):  # type: ignore[no-untyped-def]
     return found
 
 
-@numba.njit(inline="never", fastmath=False, cache=False, error_model="numpy")
+@numba_only(inline="never", fastmath=False, error_model="numpy")
 def any_overflow(g, y, dx):  # type: ignore[no-untyped-def]
     """Whether a finite g's quotient is infinite (refined y), or the formula overflows (other y)."""
     found = False
@@ -233,7 +234,7 @@ def _may_underflow(y, dx):  # type: ignore[no-untyped-def]
     return (_refined(y) & (adx < _MIN_NORMAL64 + _NEAR_MIN_NORMAL)) | _outside(y)
 
 
-@numba.njit(inline="never", fastmath=False, cache=False, error_model="numpy")
+@numba_only(inline="never", fastmath=False, error_model="numpy")
 def _any_may_underflow(y, dx):  # type: ignore[no-untyped-def]
     found = False
     for i in range(dx.shape[0]):
@@ -241,7 +242,7 @@ def _any_may_underflow(y, dx):  # type: ignore[no-untyped-def]
     return found
 
 
-@numba.njit(inline="never", fastmath=False, cache=False, error_model="numpy")
+@numba_only(inline="never", fastmath=False, error_model="numpy")
 def any_underflow(g, y, dx):  # type: ignore[no-untyped-def]
     """Whether an exact refined quotient is tiny and inexact, or the formula underflows."""
     if not _any_may_underflow(y, dx):
@@ -260,7 +261,7 @@ def any_underflow(g, y, dx):  # type: ignore[no-untyped-def]
     return False
 
 
-@numba.njit(inline="never", fastmath=False, cache=False, error_model="numpy")
+@numba_only(inline="never", fastmath=False, error_model="numpy")
 def audit(g, y, dx, before, raised, nan_result):  # type: ignore[no-untyped-def]
     """Set the flags to ``before`` plus those of ``raised`` the rule's ``dx = g / (3 y^2)`` raises.
 

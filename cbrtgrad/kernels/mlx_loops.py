@@ -39,6 +39,7 @@ from . import lazy
 from .cpu_ufuncs import run_forward_entry, run_grad_entry, ufunc_loop_shape
 from .denormals import keep_subnormals, restore_mode
 from .half_bits import forward_half, grad_half
+from .internal_jit import WITHOUT_ENTRIES
 from .linked_entries import flags_now, forward_entry_of, grad_entry_of, link_entry
 from .prange_loops import PARALLEL_BLOCK
 
@@ -70,7 +71,7 @@ def _forward_range(x: Any, y: Any, brain: Any) -> None:
     raise NotImplementedError("_forward_range is only callable from numba-compiled code")
 
 
-@overload(_forward_range, inline="always")
+@overload(_forward_range, inline="always", jit_options=WITHOUT_ENTRIES)
 def _overload_forward_range(x, y, brain):  # type: ignore[no-untyped-def]
     if x.dtype == types.uint16:
         return lambda x, y, brain: forward_half(x, y, brain)
@@ -82,7 +83,7 @@ def _grad_range(g: Any, g_constant: Any, y: Any, dx: Any, brain: Any) -> None:
     raise NotImplementedError("_grad_range is only callable from numba-compiled code")
 
 
-@overload(_grad_range, inline="always")
+@overload(_grad_range, inline="always", jit_options=WITHOUT_ENTRIES)
 def _overload_grad_range(g, g_constant, y, dx, brain):  # type: ignore[no-untyped-def]
     if y.dtype == types.uint16:
         return lambda g, g_constant, y, dx, brain: grad_half(g, g_constant, y, dx, brain)

@@ -43,6 +43,7 @@ from numba.extending import intrinsic, overload
 from numba.np import numpy_support
 
 from .. import _compile
+from .internal_jit import WITHOUT_ENTRIES
 
 #: Elements gathered per step of the strided path.
 BUFFER = 1024
@@ -183,7 +184,7 @@ def _block_operand(
     raise NotImplementedError("_block_operand is only callable from numba-compiled code")
 
 
-@overload(_block_operand, inline="always")
+@overload(_block_operand, inline="always", jit_options=WITHOUT_ENTRIES)
 def _overload_block_operand(pointer, step, direct, buffer, start, gathered):  # type: ignore[no-untyped-def]
     load, _ = _ACCESS[numpy_support.as_dtype(buffer.dtype)]
 
@@ -215,7 +216,7 @@ def unary_address_loop(entry: Any, args: Any, dims: Any, steps: Any, like: Any) 
     raise NotImplementedError("unary_address_loop is only callable from numba-compiled code")
 
 
-@overload(unary_address_loop, inline="always")
+@overload(unary_address_loop, inline="always", jit_options=WITHOUT_ENTRIES)
 def _overload_unary_address_loop(entry, args, dims, steps, like):  # type: ignore[no-untyped-def]
     dtype = numpy_support.as_dtype(like)
     load, store = _ACCESS[dtype]
@@ -254,7 +255,7 @@ def _call_entry(entry: Any, a: Any, b: Any, z: Any, n: Any, state: Any) -> Any:
     raise NotImplementedError("_call_entry is only callable from numba-compiled code")
 
 
-@overload(_call_entry, inline="always")
+@overload(_call_entry, inline="always", jit_options=WITHOUT_ENTRIES)
 def _overload_call_entry(entry, a, b, z, n, state):  # type: ignore[no-untyped-def]
     if isinstance(state, types.NoneType):
 
@@ -281,7 +282,7 @@ def binary_address_loop(entry: Any, args: Any, dims: Any, steps: Any, like: Any,
     raise NotImplementedError("binary_address_loop is only callable from numba-compiled code")
 
 
-@overload(binary_address_loop, inline="always")
+@overload(binary_address_loop, inline="always", jit_options=WITHOUT_ENTRIES)
 def _overload_binary_address_loop(entry, args, dims, steps, like, state):  # type: ignore[no-untyped-def]
     dtype = numpy_support.as_dtype(like)
     load, store = _ACCESS[dtype]
