@@ -164,8 +164,10 @@ def _grad_range(g, y, dx, start, stop, kept_g, kept_y):  # type: ignore[no-untyp
     # is g or y) each block's inputs are first kept in kept_g and kept_y, at
     # their offset from start: the first pass overwrites them, and LLVM's
     # runtime overlap check fails for dx = y and runs its scalar loop.
-    # Returns whether a result is a nan.
-    nan_result = False
+    # Returns whether a result is a nan. NOTE: np.bool_(False), not the
+    # literal False: numba typed the audit called with this result once
+    # with the literal, before it saw the |= below, and compiled it twice.
+    nan_result = np.bool_(False)
     for begin in range(start, stop, SECOND_PASS_BLOCK):
         end = min(begin + SECOND_PASS_BLOCK, stop)
         offset = begin - start
@@ -176,6 +178,14 @@ def _grad_range(g, y, dx, start, stop, kept_g, kept_y):  # type: ignore[no-untyp
             _grad_second_pass(gs, ys, dxs)
         nan_result |= _grad_nan_pass(gs, ys, dxs)
     return nan_result
+
+
+#: The ``kept`` of a gradient not in place: an int64, not the literal 0.
+#: NOTE: numba compiles a function once per literal argument: called with 0
+#: here and with a count in place, _grad_f64_from was compiled twice (and
+#: the flags' audit it calls, twice again), 1.3 s more of the first float64
+#: gradient's 8 s (AMD Zen 4).
+_NONE_KEPT = np.int64(0)
 
 
 @numba_only(**_compile.BLOCK_OPTIONS)
@@ -209,7 +219,7 @@ def grad_f32_at(g_at, y_at, dx_at, n):  # type: ignore[no-untyped-def]
     # buffers allocated here where dx is g or y.
     at = pointer_address(dx_at)
     if pointer_address(g_at) != at and pointer_address(y_at) != at:
-        _grad_f32_from(g_at, y_at, dx_at, n, dx_at, dx_at, 0)
+        _grad_f32_from(g_at, y_at, dx_at, n, dx_at, dx_at, _NONE_KEPT)
         return
     kept = min(n, SECOND_PASS_BLOCK)
     kept_g = np.empty(kept, np.float32)
@@ -265,7 +275,7 @@ def grad_f64_at(g_at, y_at, dx_at, n, before):  # type: ignore[no-untyped-def]
     # buffers allocated here where dx is g or y.
     at = pointer_address(dx_at)
     if pointer_address(g_at) != at and pointer_address(y_at) != at:
-        return _grad_f64_from(g_at, y_at, dx_at, n, before, dx_at, dx_at, 0)
+        return _grad_f64_from(g_at, y_at, dx_at, n, before, dx_at, dx_at, _NONE_KEPT)
     kept = min(n, SECOND_PASS_BLOCK)
     kept_g = np.empty(kept, np.float64)
     kept_y = np.empty(kept, np.float64)
