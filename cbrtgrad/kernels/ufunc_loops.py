@@ -184,7 +184,7 @@ def _block_operand(
     raise NotImplementedError("_block_operand is only callable from numba-compiled code")
 
 
-@overload(_block_operand, inline="always", jit_options=WITHOUT_ENTRIES)
+@overload(_block_operand, jit_options=WITHOUT_ENTRIES)
 def _overload_block_operand(pointer, step, direct, buffer, start, gathered):  # type: ignore[no-untyped-def]
     load, _ = _ACCESS[numpy_support.as_dtype(buffer.dtype)]
 
@@ -221,7 +221,9 @@ def unary_address_loop(entry: Any, args: Any, dims: Any, steps: Any, like: Any) 
 # caller. Inlined, they cost the first float64 cbrt 0.6 to 0.9 s of about 4 s
 # and the first float64 cbrt_grad 1.4 s of about 8.7, and inlining only their
 # contiguous case kept most of it; out of line, the one-element calls of the
-# ufuncs take the same time within 4 % (AMD Zen 4, docs/cache.md).
+# ufuncs take the same time within 4 % (AMD Zen 4, docs/cache.md). So are
+# _block_operand and _call_entry, which they call (0.3 s less on average
+# over six rounds, within the machine's spread; the same time per call).
 @overload(unary_address_loop, jit_options=WITHOUT_ENTRIES)
 def _overload_unary_address_loop(entry, args, dims, steps, like):  # type: ignore[no-untyped-def]
     dtype = numpy_support.as_dtype(like)
@@ -261,7 +263,7 @@ def _call_entry(entry: Any, a: Any, b: Any, z: Any, n: Any, state: Any) -> Any:
     raise NotImplementedError("_call_entry is only callable from numba-compiled code")
 
 
-@overload(_call_entry, inline="always", jit_options=WITHOUT_ENTRIES)
+@overload(_call_entry, jit_options=WITHOUT_ENTRIES)
 def _overload_call_entry(entry, a, b, z, n, state):  # type: ignore[no-untyped-def]
     if isinstance(state, types.NoneType):
 
