@@ -59,7 +59,7 @@ def _grad_first_pass_over(fast: Any) -> Any:
     forward's first pass.
     """
 
-    @numba_only(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+    @numba_only(**_compile.BLOCK_OPTIONS)
     def first_pass(g, y, dx):  # type: ignore[no-untyped-def]
         # Whether any lane was hard.
         hard = False
@@ -81,7 +81,7 @@ def _grad_second_pass_over(fast: Any, exact: Any) -> Any:
     trips numba's SSA checks (NumbaIRAssumptionWarning).
     """
 
-    @numba_only(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+    @numba_only(**_compile.BLOCK_OPTIONS)
     def second_pass(g, y, dx):  # type: ignore[no-untyped-def]
         for i in range(y.shape[0]):
             _, hard = fast(g[i], y[i])
@@ -103,7 +103,7 @@ def _grad_nan_pass_over(grad_nan: Any) -> Any:
     selects only for a block with a nan (docs/accuracy.md, "nan results").
     """
 
-    @numba_only(**{**_compile.SCALAR_OPTIONS, "inline": "never"})
+    @numba_only(**_compile.BLOCK_OPTIONS)
     def nan_pass(g, y, dx):  # type: ignore[no-untyped-def]
         # Returns whether a result is a nan (the float64 flags' audit asks).
         found = False

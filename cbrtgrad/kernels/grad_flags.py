@@ -140,7 +140,7 @@ def _underflows(g, y, dx):  # type: ignore[no-untyped-def]
 # write memory), and the result is stored before the flags are read, so the
 # arithmetic stays between the two calls (LLVM takes floating-point
 # operations to have no side effect and could otherwise move them).
-@numba_only(inline="never", fastmath=False, error_model="numpy")
+@numba_only(**_compile.BLOCK_OPTIONS)
 def formula_flags(g, y, i, sink):  # type: ignore[no-untyped-def]
     """The ``<fenv.h>`` flags of element ``i`` for a finite nonzero ``y`` outside the refined range.
 
@@ -186,7 +186,7 @@ def _signaling(v):  # type: ignore[no-untyped-def]
 # and overflow are read off the values (an IEEE operation raises them
 # exactly when its result says so); only underflow (tiny and inexact) needs
 # the exact test or the replay, for the few elements where it can happen.
-@numba_only(inline="never", fastmath=False, error_model="numpy")
+@numba_only(**_compile.BLOCK_OPTIONS)
 def any_invalid(g, y, dx):  # type: ignore[no-untyped-def]
     """Whether a result is a nan of no nan operand (0/0, inf/inf, 0 * inf), or an operand sNaN."""
     found = False
@@ -197,7 +197,7 @@ def any_invalid(g, y, dx):  # type: ignore[no-untyped-def]
     return found
 
 
-@numba_only(inline="never", fastmath=False, error_model="numpy")
+@numba_only(**_compile.BLOCK_OPTIONS)
 def any_divide(g, y):  # type: ignore[no-untyped-def]
     """Whether a finite nonzero g meets numpy's divisor 3*(y*y) rounded to zero."""
     found = False
@@ -207,7 +207,7 @@ def any_divide(g, y):  # type: ignore[no-untyped-def]
     return found
 
 
-@numba_only(inline="never", fastmath=False, error_model="numpy")
+@numba_only(**_compile.BLOCK_OPTIONS)
 def any_overflow(g, y, dx):  # type: ignore[no-untyped-def]
     """Whether a finite g's quotient is infinite (refined y), or the formula overflows (other y)."""
     found = False
@@ -234,7 +234,7 @@ def _may_underflow(y, dx):  # type: ignore[no-untyped-def]
     return (_refined(y) & (adx < _MIN_NORMAL64 + _NEAR_MIN_NORMAL)) | _outside(y)
 
 
-@numba_only(inline="never", fastmath=False, error_model="numpy")
+@numba_only(**_compile.BLOCK_OPTIONS)
 def _any_may_underflow(y, dx):  # type: ignore[no-untyped-def]
     found = False
     for i in range(dx.shape[0]):
@@ -242,7 +242,7 @@ def _any_may_underflow(y, dx):  # type: ignore[no-untyped-def]
     return found
 
 
-@numba_only(inline="never", fastmath=False, error_model="numpy")
+@numba_only(**_compile.BLOCK_OPTIONS)
 def any_underflow(g, y, dx):  # type: ignore[no-untyped-def]
     """Whether an exact refined quotient is tiny and inexact, or the formula underflows."""
     if not _any_may_underflow(y, dx):
@@ -261,7 +261,7 @@ def any_underflow(g, y, dx):  # type: ignore[no-untyped-def]
     return False
 
 
-@numba_only(inline="never", fastmath=False, error_model="numpy")
+@numba_only(**_compile.BLOCK_OPTIONS)
 def audit(g, y, dx, before, raised, nan_result):  # type: ignore[no-untyped-def]
     """Set the flags to ``before`` plus those of ``raised`` the rule's ``dx = g / (3 y^2)`` raises.
 
