@@ -142,14 +142,14 @@ class NativeExtension:
         return folder
 
     def built(self) -> ModuleType | None:
-        """The extension if this machine's cache holds it (never builds; None otherwise)."""
+        """The extension if this machine's cache holds it (never builds, creates nothing)."""
         found = self._loaded.get("module")
         if found is not None:
             return found
-        folder = self._cache_folder(self.key())
-        if folder is None or not (folder / f"{self.module}{SUFFIX}").exists():
+        if not _config.settings().cache:
             return None
-        return self.load()
+        path = _cache.root() / self.cache_name / self.key() / f"{self.module}{SUFFIX}"
+        return self.load() if path.exists() else None
 
     def load(self) -> ModuleType:
         """The extension, built first where this machine has none (once per process).

@@ -8,13 +8,12 @@ run, in worker processes side by side, so that a Docker image, a CI cache or
 a cluster's shared folder holds them all (docs/cache.md).
 
 The kernels are the same ones the library builds on demand, by the same
-functions (``cbrtgrad.warming.GROUPS``): a warmed cache is what the library would have
-written itself.
+functions (``cbrtgrad.warming.GROUPS``, :mod:`cbrtgrad._warm_units`): a warmed
+cache is what the library would have written itself.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import queue
@@ -29,175 +28,9 @@ from typing import Any
 
 from . import _cache, _compile
 from ._warm_report import WarmedKernel, WarmReport
-from .kernels.kernel_ops import ELEMENTARY, KERNEL_OPS
+from ._warm_units import GROUPS, _units, kernel_names
 
-#: The dtypes in the order their kernels are listed. NOTE: the heaviest
-#: first (the float64 gradients, the threaded loops): the workers take the
-#: kernels in this order, so the long ones start early and the short ones
-#: fill in at the end.
-_ORDER = ("float64", "float32")
-
-
-def _ufunc(op: str, dtype: str) -> Callable[[], object]:
-    def build() -> object:
-        from .kernels import cpu
-
-        return cpu.ufunc(op, dtype)
-
-    return build
-
-
-def _parallel(name: str, dtype: str) -> Callable[[], object]:
-    def build() -> object:
-        from .kernels import cpu
-
-        return cpu.parallel_loop(name, dtype)
-
-    return build
-
-
-def _user_block(kernel: str, dtype: str) -> Callable[[], object]:
-    def build() -> object:
-        from .kernels import user_loops
-
-        if dtype == "float64":
-            user_loops.forms(dtype)  # the rare paths the float64 forms call
-        return user_loops.block_function(kernel, dtype)
-
-    return build
-
-
-def _xla_handler(kernel: str, dtype: str, threaded: bool) -> Callable[[], object]:
-    def build() -> object:
-        from .kernels import xla_ffi
-
-        return xla_ffi.handler(kernel, dtype, threaded)
-
-    return build
-
-
-def _mlx_loop(kernel: str, dtype: str, threaded: bool) -> Callable[[], object]:
-    def build() -> object:
-        from .kernels import mlx_loops
-
-        return mlx_loops.loop(kernel, dtype, threaded)
-
-    return build
-
-
-def _mlx_primitive() -> object:
-    from .mlx import _build
-
-    return _build.extension()
-
-
-def _units() -> dict[str, dict[str, Callable[[], object]]]:
-    # The kernels of each group, by the name _compile.built_kernels() gives
-    # them, with the function that builds each (one may build several: the
-    # numba API's float64 block functions also build its rare paths): every
-    # kernel op's, from its entry (kernels/kernel_ops.py). NOTE: the ops in
-    # reverse, so that the gradients and the fused loops, the longest to
-    # compile, come first.
-    elementary = tuple(reversed(ELEMENTARY))
-    ufuncs = {
-        f"ufunc {op.name} {dtype}": _ufunc(op.name, dtype) for dtype in _ORDER for op in elementary
-    }
-    parallel = {
-        f"parallel {name} {dtype}": _parallel(name, dtype)
-        for dtype in _ORDER
-        for op in reversed(KERNEL_OPS.values())
-        for name in op.parallel_loops
-    }
-    numba_api = {
-        f"user block {op.kernel} {dtype}": _user_block(op.kernel, dtype)
-        for dtype in _ORDER
-        for op in elementary
-    }
-    jax = {
-        f"XLA FFI {op.kernel} {dtype}{' threads' if threaded else ''}": _xla_handler(
-            op.kernel, dtype, threaded
-        )
-        for threaded in (True, False)
-        for dtype in _ORDER
-        for op in elementary
-    }
-    units = {"ufunc": ufuncs, "parallel": parallel, "numba": numba_api, "jax": jax}
-    if importlib.util.find_spec("mlx") is not None:  # the MLX bridge's loops, where it runs
-        units["mlx"] = {"MLX primitive": _mlx_primitive}  # first: the build is the longest
-        units["mlx"] |= {
-            f"MLX {op.kernel} {dtype}{' threads' if threaded else ''}": _mlx_loop(
-                op.kernel, dtype, threaded
-            )
-            for threaded in (False, True)
-            for dtype in ("float32", "float64", "float16", "bfloat16")
-            for op in elementary
-        }
-    return units
-
-
-#: What each group holds, for ``cbrtgrad warm --help`` and the docs.
-GROUPS = {
-    "ufunc": "the single-thread ufuncs (the cpu backend, dask blocks)",
-    "parallel": "the multi-threaded prange loops (the parallel backend)",
-    "numba": "the block functions cbrtgrad.numba gives users' own loops",
-    "jax": "the XLA FFI handlers of cbrtgrad.jax on the CPU",
-    "mlx": "cbrtgrad.mlx's C++ primitive and the loops it calls (where MLX is installed)",
-}
-
-
-def kernel_names(only: Iterable[str] | str | None = None) -> list[str]:
-    """The kernels :func:`cbrtgrad.warm` builds, heaviest first.
-
-    Parameters
-    ----------
-    only : iterable of str, or str, optional
-        Groups (keys of ``cbrtgrad.warming.GROUPS``) or kernels by name, or one string of
-        them separated by commas; default every kernel.
-
-    Returns
-    -------
-    list of str
-
-    Raises
-    ------
-    TypeError, ValueError
-        For something else than names, or a name that is neither.
-
-    Examples
-    --------
-    >>> kernel_names("ufunc")[:2]
-    ['ufunc cube_root_grad float64', 'ufunc cube_root float64']
-    >>> kernel_names(["parallel fused float32", "ufunc cube_root float32"])
-    ['parallel fused float32', 'ufunc cube_root float32']
-    """
-    units = _units()
-    if only is None:
-        return [name for group in units.values() for name in group]
-    if isinstance(only, str):
-        only = [part.strip() for part in only.split(",") if part.strip()]
-    try:
-        wanted = list(only)
-    except TypeError:
-        raise TypeError(f"only must be group or kernel names, got {type(only).__name__}") from None
-    everything = [name for group in units.values() for name in group]
-    names: list[str] = []
-    for item in wanted:
-        if not isinstance(item, str):
-            raise TypeError(f"only must be group or kernel names, got an item {item!r}")
-        if item in units:
-            names += units[item]
-        elif item in everything:
-            names.append(item)
-        elif item in GROUPS:  # a group whose library is not installed here
-            raise ValueError(f"only: the group {item!r} needs MLX: pip install 'cbrtgrad[mlx]'")
-        else:
-            raise ValueError(
-                f"only: {item!r} is neither a group ({', '.join(GROUPS)}) nor a kernel "
-                f"(cbrtgrad.warming.kernel_names() lists them)"
-            )
-    if not names:
-        raise ValueError(f"only must name at least one group ({', '.join(GROUPS)}) or kernel")
-    return list(dict.fromkeys(names))
+__all__ = ["GROUPS", "kernel_names", "warm"]
 
 
 def _build(name: str) -> WarmedKernel:

@@ -385,14 +385,15 @@ _LINKED_CALL = """
 import ctypes, hashlib, json
 import numpy as np
 from cbrtgrad import _compile
-from cbrtgrad.kernels import mlx_loops, prange_loops
+from cbrtgrad.kernels import buffer_loops, prange_loops
 x = np.concatenate([np.linspace(-1e3, 1e3, 5001), [0.0, -0.0, np.inf, -np.nan, 5e-324, 1e-300]])
 g = np.linspace(-2.0, 3.0, x.size)
 y, dx = np.empty_like(x), np.empty_like(x)
 kind = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 5)
-kind(mlx_loops.loop("forward", "float64", True).address)(x.size, x.ctypes.data, 0, 0, y.ctypes.data)
-kind(mlx_loops.loop("grad", "float64", False).address)(x.size, g.ctypes.data, 0, y.ctypes.data,
-                                                       dx.ctypes.data)
+forward = kind(buffer_loops.loop("forward", "float64", True).address)
+forward(x.size, x.ctypes.data, 0, 0, y.ctypes.data)
+grad = kind(buffer_loops.loop("grad", "float64", False).address)
+grad(x.size, g.ctypes.data, 0, y.ctypes.data, dx.ctypes.data)
 threaded = np.empty_like(x)
 prange_loops.parallel_loops().forward(x, threaded)
 assert threaded.tobytes() == y.tobytes()

@@ -96,7 +96,7 @@ def test_the_protocol_and_the_api_have_every_op(op: KernelOp) -> None:
 @pytest.mark.parametrize("op", ELEMENTARY, ids=lambda op: op.name)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_elementary_ops_have_every_kernel(op: KernelOp, dtype: str) -> None:
-    from cbrtgrad.kernels import cpu, cpu_ufuncs, mlx_loops, user_loops, xla_ffi
+    from cbrtgrad.kernels import buffer_loops, cpu, cpu_ufuncs, user_loops, xla_ffi
     from cbrtgrad.kernels import cuda as cuda_kernels
 
     ufunc = cpu.ufunc(op.name, dtype)
@@ -105,7 +105,7 @@ def test_elementary_ops_have_every_kernel(op: KernelOp, dtype: str) -> None:
     assert dtype in cpu_ufuncs.UFUNCS[op.name]
     assert (op.kernel, dtype) in user_loops._BLOCKS
     assert all((op.kernel, dtype, t) in xla_ffi.HANDLERS for t in (False, True))
-    assert all((op.kernel, dtype, t) in mlx_loops.LOOPS for t in (False, True))
+    assert all((op.kernel, dtype, t) in buffer_loops.LOOPS for t in (False, True))
     assert (op.kernel, dtype) in cuda_kernels.KERNEL_SHAPES
 
 

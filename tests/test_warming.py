@@ -96,7 +96,10 @@ def test_the_command_rejects_an_unknown_name(capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["warm", "--only", "ufunc,gpu"])
     assert exit_info.value.code == 2
-    assert "'gpu' is neither a group (ufunc, parallel, numba, jax, mlx)" in capsys.readouterr().err
+    assert (
+        "'gpu' is neither a group (ufunc, parallel, numba, jax, mlx, torch, buffers)"
+        in capsys.readouterr().err
+    )
 
 
 def test_with_the_cache_off_warm_says_there_is_nowhere_to_keep_them(monkeypatch, capsys):

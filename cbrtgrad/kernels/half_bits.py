@@ -1,7 +1,7 @@
 """float16 and bfloat16 by their bits in numba: the MLX loops' half precision, as the api rounds it.
 
 numba's CPU target has no float16 (/work/shared/REFERENCE.md), so the loops
-of :mod:`cbrtgrad.kernels.mlx_loops` read half-precision elements as their 16
+of :mod:`cbrtgrad.kernels.buffer_loops` read half-precision elements as their 16
 bits, widen them exactly (the cube root to float32, the gradient to float64:
 the dtypes the api computes them in), run the ufuncs' block entries (linked
 by name, :mod:`cbrtgrad.kernels.linked_entries`: the MLX loops link the

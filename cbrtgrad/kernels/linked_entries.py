@@ -19,7 +19,7 @@ ufunc's, and so are its bits.
 NOTE: a handler that names an entry must never be compiled or loaded before
 :func:`link_entry` has run for it in this process: LLVM's linker aborts the
 process on a symbol it cannot find. The loops' builders
-(``xla_ffi.handler``, ``mlx_loops.loop``, ``prange_loops.parallel_loop``)
+(``xla_ffi.handler``, ``buffer_loops.loop``, ``prange_loops.parallel_loop``)
 call it first.
 """
 

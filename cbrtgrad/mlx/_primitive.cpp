@@ -2,7 +2,7 @@
 // cbrtgrad.mlx, evaluated on the CPU by cbrtgrad's numba kernels.
 //
 // A primitive holds the addresses of two numba cfuncs (cbrtgrad/kernels/
-// mlx_loops.py), one running on the calling thread and one on numba's
+// buffer_loops.py), one running on the calling thread and one on numba's
 // threads (0: none), and the element count from which the threaded one is
 // taken. Its CPU evaluation allocates the output and dispatches one call,
 //     void loop(int64 n, int64 a, int64 a_constant, int64 b, int64 out),

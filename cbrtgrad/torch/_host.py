@@ -32,7 +32,23 @@ import torch
 from .. import _half, api
 from .._host import KEPT, forward_of, gradient_of, selected_backend
 from ..kernels import SERIAL_BLOCK
+from . import _native
 from ._arguments import NUMPY
+from ._native import NATIVE  # the C++ entry for small calls where built, else None
+
+
+def native_call(function: Any, first: torch.Tensor, second: Any, *rest: Any) -> Any:
+    """``function(first, second, *rest)`` of the entry, its dtype's loops set first if they are not.
+
+    The entry answers NotImplemented for a call it would run but whose loops
+    it does not hold yet (they are compiled, or loaded from the kernel cache,
+    on the first call of each dtype); None for a call it does not run.
+    """
+    result = function(first, second, *rest)
+    if result is NotImplemented:
+        _native.set_loops(NATIVE[0], first.dtype)
+        result = function(first, second, *rest)
+    return result
 
 
 def _quiet() -> np.errstate:
@@ -124,6 +140,11 @@ def cube_root(x: torch.Tensor) -> torch.Tensor:
     >>> cube_root(torch.tensor([-8.0, 27.0], dtype=torch.float16))
     tensor([-2.,  3.], dtype=torch.float16)
     """
+    native = NATIVE[0]
+    if native is not None and selected_backend() is None:
+        y = native_call(native.cube_root, x, KEPT[1])
+        if y is not None:
+            return y  # type: ignore[no-any-return]
     forward = forward_of(NUMPY.get(x.dtype))
     if (  # NOTE: hot path: _small, written out (a call less)
         forward is not None
@@ -151,6 +172,11 @@ def cube_root_grad(g: torch.Tensor, y: torch.Tensor, shape: torch.Size) -> torch
     >>> cube_root_grad(g, y, torch.Size([2]))
     tensor([1., nan])
     """
+    native = NATIVE[0]
+    if native is not None and selected_backend() is None:
+        dx = native_call(native.cube_root_grad, g, y, KEPT[1])
+        if dx is not None:
+            return dx  # type: ignore[no-any-return]
     gradient = gradient_of(NUMPY.get(y.dtype))
     if gradient is not None and g.dtype is y.dtype and g.shape == y.shape and _small(y):
         if g.is_contiguous() or not any(g.stride()):  # numpy's result then C-contiguous
@@ -196,6 +222,12 @@ def cube_root_and_grad(
     if x.dtype in (torch.float16, torch.bfloat16):
         y = cube_root(x.expand(shape))
         return y, cube_root_grad(g, y, shape)
+    native = NATIVE[0]
+    if native is not None and selected_backend() is None:
+        # NOTE: above SERIAL_BLOCK the api's fused kernel (one pass over memory)
+        pair = native_call(native.cube_root_and_grad, x, g, min(KEPT[1], SERIAL_BLOCK + 1))
+        if pair is not None:
+            return pair  # type: ignore[no-any-return]
     forward, gradient = forward_of(NUMPY[x.dtype]), gradient_of(NUMPY[x.dtype])
     if (
         forward is not None

@@ -1,9 +1,11 @@
-"""The loops cbrtgrad's MLX primitive calls, as numba ``cfunc``\\ s: the kernels on MLX's memory.
+"""Loops on raw buffers, as numba ``cfunc``\\ s: the kernels on another framework's memory.
 
-:mod:`cbrtgrad.mlx` evaluates its two MLX primitives on the CPU by calling one
-of these C functions on the arrays' buffers (``cbrtgrad/mlx/_primitive.cpp``
-holds their addresses), on MLX's stream thread. Nothing of mlx is imported
-here. Every loop has one signature, ``void loop(n, a, a_constant, b, out)``
+Two bridges call them by address from C++, on buffers whose owner numpy
+does not know: :mod:`cbrtgrad.mlx` evaluates its two MLX primitives on the
+CPU with them (``cbrtgrad/mlx/_primitive.cpp``, on MLX's stream thread), and
+:mod:`cbrtgrad.torch` runs its small calls with them
+(``cbrtgrad/torch/_entry.cpp``). Neither mlx nor torch is imported here.
+Every loop has one signature, ``void loop(n, a, a_constant, b, out)``
 (all int64, the buffers as addresses of ``n`` contiguous elements):
 
 * ``forward``: ``out = cbrt(a)`` (``b`` unused);
@@ -21,7 +23,7 @@ comparisons are exact in float64 for half-precision operands), so the bits are
 those of ``cbrtgrad.cbrt(x, out=half_array)``, nan payloads included.
 
 Each loop runs with subnormals kept (:mod:`cbrtgrad.kernels.denormals`), as
-the XLA FFI handlers do, whatever mode MLX's thread runs in. The threaded
+the XLA FFI handlers do, whatever mode the calling thread runs in. The threaded
 loops are ``prange`` loops over blocks of ``PARALLEL_BLOCK`` elements.
 """
 
@@ -272,7 +274,7 @@ def loop(kernel: str, dtype: str, threaded: bool) -> Any:
     Returns
     -------
     numba.core.ccallback.CFunc
-        Its ``address`` is the C function the MLX primitive calls.
+        Its ``address`` is the C function the MLX primitive and the PyTorch entry call.
 
     Examples
     --------
@@ -286,7 +288,7 @@ def loop(kernel: str, dtype: str, threaded: bool) -> Any:
     """
     key = (kernel, dtype, bool(threaded))
     if key not in LOOPS:
-        raise ValueError(f"cbrtgrad: no MLX loop for {key}")
+        raise ValueError(f"cbrtgrad: no buffer loop for {key}")
     compute = _COMPUTE.get((kernel, dtype), dtype)
     if threaded:
         # NOTE: as kernels/xla_ffi.py: numba's thread pool must be started
@@ -297,12 +299,11 @@ def loop(kernel: str, dtype: str, threaded: bool) -> Any:
     # The ufunc's SIMD shape: the loop's vector code is the ufunc's block entry.
     shape = ufunc_loop_shape(compute, kernel)
     suffix = "_threads" if threaded else ""
-    tag = f"mlx_{dtype}{suffix}"
+    tag = f"buffer_{dtype}{suffix}"
 
     def build() -> Any:
         link_entry(kernel, compute)  # before the loop that names it is compiled or loaded
-        return _compile.compile_cfunc(
-            LOOPS[key], SIGNATURE, shape, f"MLX {kernel} {dtype}{suffix.replace('_', ' ')}", tag
-        )
+        name = f"buffer loop {kernel} {dtype}{suffix.replace('_', ' ')}"
+        return _compile.compile_cfunc(LOOPS[key], SIGNATURE, shape, name, tag)
 
-    return lazy.once(f"mlx_loops.{kernel}.{dtype}{suffix}", build)
+    return lazy.once(f"buffer_loops.{kernel}.{dtype}{suffix}", build)
