@@ -74,10 +74,17 @@ def _mlx_primitive() -> object:
     return _build.extension()
 
 
+class OptionalUnitFailed(Exception):
+    """An optional unit's build failed: warm reports it and goes on (the library needs none)."""
+
+
 def _torch_entry() -> object:
     from .torch import _native
 
-    return _native.EXTENSION.load()
+    try:
+        return _native.EXTENSION.load()
+    except _native.BuildError as error:  # a speed-up only: the bridge's Python route remains
+        raise OptionalUnitFailed(f"the bridge runs in Python: {error}") from error
 
 
 def _buffer_loops(dtypes: tuple[str, ...], threads: tuple[bool, ...]) -> dict[str, Any]:

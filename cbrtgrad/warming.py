@@ -28,7 +28,7 @@ from typing import Any
 
 from . import _cache, _compile
 from ._warm_report import WarmedKernel, WarmReport
-from ._warm_units import GROUPS, _units, kernel_names
+from ._warm_units import GROUPS, OptionalUnitFailed, _units, kernel_names
 
 __all__ = ["GROUPS", "kernel_names", "warm"]
 
@@ -38,7 +38,10 @@ def _build(name: str) -> WarmedKernel:
     (build,) = [units[name] for units in _units().values() if name in units]
     before = _compile.built_kernels()
     start = time.perf_counter()
-    build()
+    try:
+        build()
+    except OptionalUnitFailed as failure:
+        return WarmedKernel(name, "not built", time.perf_counter() - start, str(failure))
     seconds = time.perf_counter() - start
     after = _compile.built_kernels()
     new = [outcome for key, outcome in after.items() if key not in before]

@@ -317,3 +317,19 @@ def test_its_source_is_package_data():
     for name in _native.SOURCES:
         assert (ROOT / "cbrtgrad" / "torch" / name).is_file()
         assert f"cbrtgrad.torch = {name}" in data
+
+
+def test_a_failed_build_is_reported_by_warm_which_goes_on(tmp_path):
+    # A compiler that fails (CXX=false): the entry is a speed-up, so warm says
+    # it was not built, and why, and does not fail.
+    environment = dict(os.environ, CXX="false", CBRTGRAD_CACHE_DIR=str(tmp_path / "cache"))
+    environment["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-m", "cbrtgrad", "warm", "--only", "torch", "--no-progress", "-j", "1"],
+        capture_output=True, text=True, env=environment, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    line = next(ln for ln in done.stdout.splitlines() if "PyTorch entry" in ln)
+    assert line.lstrip().startswith("not built PyTorch entry")
+    assert "(the bridge runs in Python: cbrtgrad.torch: building the PyTorch entry" in line
+    assert "0 compiled, 0 already cached, 1 not built, in" in done.stdout
