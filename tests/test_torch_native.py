@@ -333,3 +333,43 @@ def test_a_failed_build_is_reported_by_warm_which_goes_on(tmp_path):
     assert line.lstrip().startswith("not built PyTorch entry")
     assert "(the bridge runs in Python: cbrtgrad.torch: building the PyTorch entry" in line
     assert "0 compiled, 0 already cached, 1 not built, in" in done.stdout
+
+
+@pytest.mark.parametrize("route", ["entry", "python"])
+def test_flushing_subnormals_on_the_thread_changes_no_bit(native, route):
+    # torch.set_flush_denormal(True) sets FTZ and DAZ on the calling thread:
+    # every route keeps subnormals for its own work (the entry's loops, the
+    # Python route's _Quiet), so the bits are cbrtgrad's, as without it.
+    sub32, sub64 = 1e-40, 1e-310
+    g = torch.tensor([sub32, 1.0, 1e-44, 2.0])
+    y = torch.tensor([1.0, 1e-13, 1.0, 2.0])
+    g64 = torch.tensor([sub64, 1.0, 5e-324, 2.0], dtype=torch.float64)
+    big_g, big_y = torch.full((1 << 20,), sub32), torch.ones(1 << 20)
+    bf = torch.tensor([sub32, -3e-39, 8.0], dtype=torch.bfloat16)
+    half = torch.tensor([1e-7, -3e-6, 8.0], dtype=torch.float16)
+    calls = {
+        "gradient float32": lambda: ct.cbrt_grad(g, y),
+        "gradient float64": lambda: ct.cbrt_grad(g64, y.double()),
+        "gradient, parallel size": lambda: ct.cbrt_grad(big_g, big_y),
+        "gradient, constant g": lambda: ct.cbrt_grad(big_g[:1].expand(1 << 20), big_y),
+        "fused": lambda: ct.cbrt_and_grad(y, g)[1],
+        "fused, parallel size": lambda: ct.cbrt_and_grad(big_y, big_g)[1],
+        "bfloat16": lambda: ct.cbrt(bf),
+        "bfloat16 gradient": lambda: ct.cbrt_grad(bf, bf),
+        "float16 gradient": lambda: ct.cbrt_grad(half, half),
+    }
+    kept = _host.NATIVE[0]
+    _host.NATIVE[0] = native if route == "entry" else None
+    try:
+        expected = {name: call() for name, call in calls.items()}
+        if not torch.set_flush_denormal(True):
+            pytest.skip("this CPU has no flush-to-zero mode PyTorch can set")
+        try:
+            got = {name: call() for name, call in calls.items()}
+        finally:
+            torch.set_flush_denormal(False)
+    finally:
+        _host.NATIVE[0] = kept
+    assert expected["gradient float32"][0].item() > 0  # a subnormal g, read as itself
+    for name in calls:
+        assert torch.equal(got[name], expected[name]), name

@@ -120,8 +120,8 @@ def restore_mode(old):  # type: ignore[no-untyped-def]
 _PYTHON: dict[str, Any] = {}
 
 
-def _dispatchers() -> tuple[Any, Any]:
-    # Compiled (or loaded from the kernel cache) on first use, for Python callers.
+def mode_functions() -> tuple[Any, Any]:
+    """``keep_subnormals`` and ``restore_mode`` for Python callers (compiled, or loaded, once)."""
     if not _PYTHON:
         shape = _compile.loop_shape(256)
         keep = _compile.compile_njit(
@@ -152,10 +152,10 @@ class IEEEDenormals:
     __slots__ = ("_old",)
 
     def __enter__(self) -> IEEEDenormals:
-        keep, _ = _dispatchers()
+        keep, _ = mode_functions()
         self._old = keep()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _, restore = _dispatchers()
+        _, restore = mode_functions()
         restore(self._old)
