@@ -23,6 +23,7 @@ import importlib.util
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -144,12 +145,10 @@ class NativeExtension:
     def built(self) -> ModuleType | None:
         """The extension if this machine's cache holds it (never builds, creates nothing)."""
         found = self._loaded.get("module")
-        if found is not None:
+        if found is not None or not _config.settings().cache:
             return found
-        if not _config.settings().cache:
-            return None
-        path = _cache.root() / self.cache_name / self.key() / f"{self.module}{SUFFIX}"
-        return self.load() if path.exists() else None
+        folder = _cache.root() / self.cache_name / self.key()
+        return self._load(folder) if (folder / f"{self.module}{SUFFIX}").exists() else None
 
     def load(self) -> ModuleType:
         """The extension, built first where this machine has none (once per process).
@@ -162,11 +161,15 @@ class NativeExtension:
         found = self._loaded.get("module")
         if found is not None:
             return found
+        folder = self._cache_folder(self.key())
+        if folder is None:
+            folder = Path(tempfile.mkdtemp(prefix=f"cbrtgrad-{self.module}-"))
+        return self._load(folder)
+
+    def _load(self, folder: Path) -> ModuleType:
+        # The extension in ``folder``, built there first if it is not (once per process).
         with self._lock:
             if "module" not in self._loaded:
-                folder = self._cache_folder(self.key())
-                if folder is None:
-                    folder = Path(tempfile.mkdtemp(prefix=f"cbrtgrad-{self.module}-"))
                 path = self._locked_build(folder)
                 name = f"{self.package}.{self.module}"
                 spec = importlib.util.spec_from_file_location(name, path)
@@ -226,8 +229,6 @@ def run_logged(commands: list[list[str]], log: Path, what: str) -> None:
     >>> log.read_text().splitlines()[-1]
     'built'
     """
-    import subprocess
-
     with open(log, "w") as stream:
         for command in commands:
             stream.write("$ " + " ".join(command) + "\n")

@@ -157,5 +157,6 @@ class IEEEDenormals:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _, restore = mode_functions()
-        restore(self._old)
+        if self._old & FLUSH_BITS:  # NOTE: only where __enter__ changed the mode (a call less)
+            _, restore = mode_functions()
+            restore(self._old)

@@ -40,9 +40,7 @@ from typing import Any
 
 import torch
 
-from .._host import KEPT
 from ..engine.cube_root import CubeRootBackward
-from ..kernels import SERIAL_BLOCK
 from . import _arguments, _derivatives, _host, _ops, _routes
 
 
@@ -256,11 +254,9 @@ def cbrt(x: torch.Tensor) -> torch.Tensor:
     >>> ct.cbrt(torch.tensor([1, 8, 64]))
     tensor([1., 2., 4.])
     """
-    native = _routes.native_now()
-    if native is not None:  # NOTE: hot path: a small call that no autograd records, in C++
-        y = _host.native_call(native.cube_root, x, KEPT[1])
-        if y is not None:
-            return y  # type: ignore[no-any-return]
+    y = _host.entry_result("cube_root", x)  # NOTE: hot path: a small untracked call, in C++
+    if y is not None:
+        return y  # type: ignore[no-any-return]
     if type(x) is torch.Tensor and x.dtype in _routes.KERNEL_DTYPES:
         # NOTE: hot path: PyTorch's rules and autocast leave these as they are.
         if not (x.requires_grad and torch.is_grad_enabled()):
@@ -309,11 +305,9 @@ def cbrt_grad(g: Any, y: Any) -> torch.Tensor:
     >>> ct.cbrt_grad(torch.tensor([12.0, 1.0, 1.0]), torch.tensor([2.0, -1.0, 0.0]))
     tensor([1.0000, 0.3333,    inf])
     """
-    native = _routes.native_now()
-    if native is not None:  # NOTE: hot path: as cbrt's
-        dx = _host.native_call(native.cube_root_grad, g, y, KEPT[1])
-        if dx is not None:
-            return dx  # type: ignore[no-any-return]
+    dx = _host.entry_result("cube_root_grad", g, y)  # NOTE: hot path: as cbrt's
+    if dx is not None:
+        return dx  # type: ignore[no-any-return]
     if not _routes.one_float(g, y):
         g, y = _arguments.two(g, y, ("g", "y"), "cbrtgrad.torch.cbrt_grad")
     return _grad(g, y)
@@ -349,11 +343,9 @@ def cbrt_and_grad(x: Any, g: Any) -> tuple[torch.Tensor, torch.Tensor]:
     >>> ct.cbrt_and_grad(torch.tensor([8.0, -1.0]), torch.tensor([12.0, 3.0]))
     (tensor([ 2., -1.]), tensor([1., 1.]))
     """
-    native = _routes.native_now()
-    if native is not None:  # NOTE: hot path: as cbrt's (above SERIAL_BLOCK, the fused kernel)
-        pair = _host.native_call(native.cube_root_and_grad, x, g, min(KEPT[1], SERIAL_BLOCK + 1))
-        if pair is not None:
-            return pair  # type: ignore[no-any-return]
+    pair = _host.entry_result("cube_root_and_grad", x, g)  # NOTE: hot path: as cbrt's
+    if pair is not None:
+        return pair  # type: ignore[no-any-return]
     if _routes.one_float(x, g):
         if _routes.untracked_float(x, g):
             return _host.cube_root_and_grad(x, g, x.shape)

@@ -28,76 +28,83 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.autograd import forward_ad
 
 from .. import _half, api
 from .._host import KEPT, forward_of, gradient_of, selected_backend
-from ..kernels import SERIAL_BLOCK, denormals
+from ..kernels import SERIAL_BLOCK
+from ..kernels.denormals import IEEEDenormals
 from . import _native
 from ._arguments import NUMPY
 from ._native import NATIVE  # the C++ entry for small calls where built, else None
 
+#: The most elements each kernel of the entry takes, besides the api's small size
+#: (``KEPT[1]``): above ``SERIAL_BLOCK`` the fused one is the api's one pass over memory.
+_ENTRY_CAP = {"cube_root": SERIAL_BLOCK << 8, "cube_root_grad": SERIAL_BLOCK << 8}
+_ENTRY_CAP["cube_root_and_grad"] = SERIAL_BLOCK + 1
+_is_compiling = torch.compiler.is_compiling  # NOTE: dynamo folds it by its identity
 
-def native_call(function: Any, first: torch.Tensor, second: Any, *rest: Any) -> Any:
-    """``function(first, second, *rest)`` of the entry, its dtype's loops set first if they are not.
 
-    The entry answers NotImplemented for a call it would run but whose loops
-    it does not hold yet (they are compiled, or loaded from the kernel cache,
-    on the first call of each dtype); None for a call it does not run.
+def entry_result(kernel: str, first: Any, second: Any = None) -> Any:
+    """What the C++ entry (:mod:`._native`) gives for ``kernel(first[, second])``, or None.
+
+    None where the entry is not built here, or where it cannot see whether
+    it may run: ``torch.compile``'s tracing, forward mode, ``use_backend``.
+    It tests the rest itself and answers None for a call it declines, and
+    NotImplemented for one whose dtype's loops it does not hold yet (they are
+    compiled, or loaded from the kernel cache, then, once per dtype). NOTE: hot
+    path: the public functions ask it first, the Functions' kernels too.
     """
-    result = function(first, second, *rest)
+    if _is_compiling():  # first: dynamo folds it, and traces none of the rest
+        return None
+    native = NATIVE[0]
+    if (
+        native is None
+        or getattr(forward_ad, "_current_level", 0) >= 0
+        or selected_backend() is not None
+    ):
+        return None
+    function = getattr(native, kernel)
+    limit = KEPT[1] if KEPT[1] < _ENTRY_CAP[kernel] else _ENTRY_CAP[kernel]
+    result = function(first, limit) if second is None else function(first, second, limit)
     if result is NotImplemented:
-        _native.set_loops(NATIVE[0], first.dtype)
-        result = function(first, second, *rest)
+        _native.set_loops(native, first.dtype)
+        result = function(first, limit) if second is None else function(first, second, limit)
     return result
 
 
-class _Quiet:
+class _Quiet(IEEEDenormals):
     """Around the kernels' calls on the Python route: numpy's warnings off, subnormals kept.
 
     Where the gradient meets y = 0 it is ±inf or nan, as IEEE division gives
     it, and a signalling nan is quieted; PyTorch's own ops do not warn there,
     so numpy's floating-point warnings are off. And the calling thread's
     flush-to-zero mode (``torch.set_flush_denormal(True)``: FTZ and DAZ) is
-    cleared inside, as the C++ entry's loops and the JAX bridge clear it, so
-    that every route gives cbrtgrad's bits: under DAZ a subnormal ``g`` would
-    read as 0, a subnormal gradient would be flushed, and ml_dtypes' bfloat16
-    subnormals would widen to 0. (The float32 and float64 cube roots never
-    meet a subnormal in their arithmetic: their small route skips this.)
+    cleared inside (:class:`IEEEDenormals`), as the C++ entry's loops and the
+    JAX bridge clear it, so that every route gives cbrtgrad's bits: under DAZ
+    a subnormal ``g`` would read as 0, a subnormal gradient would be flushed,
+    and ml_dtypes' bfloat16 subnormals would widen to 0. (The float32 and
+    float64 cube roots never meet a subnormal in their arithmetic: their
+    small route skips this.)
     """
 
-    __slots__ = ("_errstate", "_old")
+    __slots__ = ("_errstate",)
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _Quiet:
         self._errstate = np.errstate(all="ignore")
         self._errstate.__enter__()
-        self._old = _keep_subnormals()
+        super().__enter__()
+        return self
 
     def __exit__(self, *exc: Any) -> None:
-        _restore_mode(self._old)
+        super().__exit__(*exc)
         self._errstate.__exit__(*exc)
 
 
-def _keep_subnormals() -> int:
-    keep, _ = denormals.mode_functions()
-    return int(keep())
-
-
-def _restore_mode(old: int) -> None:
-    if old & denormals.FLUSH_BITS:  # NOTE: hot path: the call only where the mode was changed
-        _, restore = denormals.mode_functions()
-        restore(old)
-
-
-_quiet = _Quiet
-
-
-@np.errstate(all="ignore")  # as _quiet, without building a context manager (0.7 against 0.9 µs)
+@np.errstate(all="ignore")  # as _Quiet, with numpy's errstate as a decorator (0.7 against 0.9 µs)
 def _quietly(ufunc: np.ufunc, *arrays: np.ndarray) -> Any:
-    old = _keep_subnormals()
-    try:
+    with IEEEDenormals():
         return ufunc(*arrays)
-    finally:
-        _restore_mode(old)
 
 
 def _small(t: torch.Tensor) -> bool:
@@ -177,11 +184,9 @@ def cube_root(x: torch.Tensor) -> torch.Tensor:
     >>> cube_root(torch.tensor([-8.0, 27.0], dtype=torch.float16))
     tensor([-2.,  3.], dtype=torch.float16)
     """
-    native = NATIVE[0]
-    if native is not None and selected_backend() is None:
-        y = native_call(native.cube_root, x, KEPT[1])
-        if y is not None:
-            return y  # type: ignore[no-any-return]
+    y = entry_result("cube_root", x)
+    if y is not None:
+        return y  # type: ignore[no-any-return]
     forward = forward_of(NUMPY.get(x.dtype))
     if (  # NOTE: hot path: _small, written out (a call less)
         forward is not None
@@ -195,7 +200,7 @@ def cube_root(x: torch.Tensor) -> torch.Tensor:
         y = forward(_view(x))
         return torch.from_numpy(y if type(y) is np.ndarray else np.asarray(y))
     out, target = _empty(x.shape, x.dtype)
-    with _quiet():
+    with _Quiet():
         api.cbrt(host_array(x), out=target)
     return out
 
@@ -209,11 +214,9 @@ def cube_root_grad(g: torch.Tensor, y: torch.Tensor, shape: torch.Size) -> torch
     >>> cube_root_grad(g, y, torch.Size([2]))
     tensor([1., nan])
     """
-    native = NATIVE[0]
-    if native is not None and selected_backend() is None:
-        dx = native_call(native.cube_root_grad, g, y, KEPT[1])
-        if dx is not None:
-            return dx  # type: ignore[no-any-return]
+    dx = entry_result("cube_root_grad", g, y)
+    if dx is not None:
+        return dx  # type: ignore[no-any-return]
     gradient = gradient_of(NUMPY.get(y.dtype))
     if gradient is not None and g.dtype is y.dtype and g.shape == y.shape and _small(y):
         if g.is_contiguous() or not any(g.stride()):  # numpy's result then C-contiguous
@@ -223,10 +226,10 @@ def cube_root_grad(g: torch.Tensor, y: torch.Tensor, shape: torch.Size) -> torch
         # the backends read it once (their constant-g kernel, twice as fast
         # at 10^6 elements) into a new C-contiguous array, which PyTorch takes
         # over without a copy.
-        with _quiet():
+        with _Quiet():
             return torch.from_numpy(api.cbrt_grad(host_array(g), host_array(y)))
     out, target = _empty(shape, y.dtype)
-    with _quiet():
+    with _Quiet():
         api.cbrt_grad(host_array(g), host_array(y), out=target)
     return out
 
@@ -259,12 +262,9 @@ def cube_root_and_grad(
     if x.dtype in (torch.float16, torch.bfloat16):
         y = cube_root(x.expand(shape))
         return y, cube_root_grad(g, y, shape)
-    native = NATIVE[0]
-    if native is not None and selected_backend() is None:
-        # NOTE: above SERIAL_BLOCK the api's fused kernel (one pass over memory)
-        pair = native_call(native.cube_root_and_grad, x, g, min(KEPT[1], SERIAL_BLOCK + 1))
-        if pair is not None:
-            return pair  # type: ignore[no-any-return]
+    pair = entry_result("cube_root_and_grad", x, g)
+    if pair is not None:
+        return pair  # type: ignore[no-any-return]
     forward, gradient = forward_of(NUMPY[x.dtype]), gradient_of(NUMPY[x.dtype])
     if (
         forward is not None
@@ -279,6 +279,6 @@ def cube_root_and_grad(
         return torch.from_numpy(ya), torch.from_numpy(_quietly(gradient, _view(g), ya))
     y, y_target = _empty(shape, x.dtype)
     dx, dx_target = _empty(shape, x.dtype)
-    with _quiet():
+    with _Quiet():
         api.cbrt_and_grad(host_array(x), host_array(g), out=(y_target, dx_target))
     return y, dx

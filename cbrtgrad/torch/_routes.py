@@ -22,7 +22,7 @@ import torch
 from torch.autograd import forward_ad
 
 from .._host import KEPT, forward_of, selected_backend
-from . import _host, _ops
+from . import _ops
 from ._arguments import NUMPY
 from ._ops import dispatch_modes, function_modes, tracing, transforms_active
 
@@ -56,26 +56,6 @@ def apply(eager: Any, traced: Any, *args: torch.Tensor) -> Any:
     if len(args) == 1:
         return direct(_unwrap_if_dead(args[0]))
     return direct(*[_unwrap_if_dead(a) for a in args])
-
-
-def native_now() -> Any:
-    """The C++ entry (:mod:`._native`) if it may take a call now, else None.
-
-    Where it is built, outside ``torch.compile``'s tracing, forward mode and
-    ``use_backend``: what it cannot see from C++. It tests the rest itself
-    (:mod:`._native`), and answers a tensor, or something else where the
-    call must go the Python way. NOTE: hot path.
-    """
-    if _is_compiling():  # first: dynamo folds it, and traces none of the rest
-        return None
-    native = _host.NATIVE[0]
-    if (
-        native is None
-        or getattr(forward_ad, "_current_level", 0) >= 0
-        or selected_backend() is not None
-    ):
-        return None
-    return native
 
 
 def forward_mode() -> bool:
