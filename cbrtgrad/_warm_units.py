@@ -8,6 +8,7 @@ functions: a warmed cache is what the library would have written itself.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -85,6 +86,20 @@ def _torch_entry() -> object:
         return _native.EXTENSION.load()
     except _native.BuildError as error:  # a speed-up only: the bridge's Python route remains
         raise OptionalUnitFailed(f"the bridge runs in Python: {error}") from error
+
+
+def use_built(names: Iterable[str]) -> None:
+    """Let this process use what the workers built for it: the PyTorch entry, once warmed.
+
+    The workers build into the cache; a process that had imported
+    :mod:`cbrtgrad.torch` before found no entry there, and would run its
+    small calls in Python until it ends.
+    """
+    if "PyTorch entry" in names and "cbrtgrad.torch._native" in sys.modules:
+        from .torch import _native
+
+        if _native.NATIVE[0] is None:
+            _native.NATIVE[0] = _native.entry()
 
 
 def _buffer_loops(dtypes: tuple[str, ...], threads: tuple[bool, ...]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import _cache, _compile
 from ._warm_report import WarmedKernel, WarmReport
-from ._warm_units import GROUPS, OptionalUnitFailed, _units, kernel_names
+from ._warm_units import GROUPS, OptionalUnitFailed, _units, kernel_names, use_built
 
 __all__ = ["GROUPS", "kernel_names", "warm"]
 
@@ -229,4 +229,5 @@ def warm(
         _drain(todo)  # after a failure, the other workers stop at their next kernel
         for thread in threads:
             thread.join()
+    use_built(names)
     return WarmReport(str(folder), tuple(done), time.perf_counter() - start, workers)

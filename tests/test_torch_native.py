@@ -303,6 +303,18 @@ def test_without_a_compiler_the_build_says_so_and_the_bridge_runs(tmp_path):
     assert lines[3] == "[2.0, -3.0]"
 
 
+def test_a_process_uses_the_entry_it_warmed(native):
+    # cbrtgrad.warm builds in worker processes: this one takes the entry up after.
+    kept = _host.NATIVE[0]
+    _host.NATIVE[0] = None
+    try:
+        report = cbrtgrad.warm("torch", jobs=1)
+        assert [k.outcome for k in report.kernels] == ["loaded"]  # the fixture built it
+        assert _host.NATIVE[0] is native
+    finally:
+        _host.NATIVE[0] = kept
+
+
 def test_warm_builds_it_and_the_loops_it_calls():
     assert warming.kernel_names("torch") == ["PyTorch entry"]
     loops = warming.kernel_names("buffers")
