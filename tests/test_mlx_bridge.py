@@ -331,6 +331,157 @@ def test_cbrt_grad_is_differentiable_in_both_operands():
     assert tangent.item() == pytest.approx(dg.item() + dy.item())
 
 
+# -- broadcast operands of cbrt_grad ------------------------------------------------------
+# Every transform of cbrt_grad against MLX's own g / (3 y^2) under the same
+# transform: each gradient has its operand's shape (summed over the axes it was
+# broadcast along, axes of one kept, 0-d staying 0-d), each tangent the broadcast
+# shape; d/dg (the kernel's formula) has the bits of the api's gradient reduced
+# by MLX's own broadcast rule, d/dy is within the expression's rounding.
+
+BROADCAST_PAIRS = [
+    ((), (3,)),
+    ((1,), (3,)),
+    ((3,), ()),
+    ((3,), (1,)),
+    ((1, 3), (2, 3)),
+    ((2, 3), (1, 3)),
+    ((2, 1), (1, 3)),
+    ((3,), (2, 3)),
+    ((2, 1, 3), (4, 1)),
+    ((), ()),
+    ((2, 3), (2, 3)),
+]
+_RTOL = {mx.float32: 2e-5, mx.float64: 1e-13}
+
+
+def _expression(g, y):
+    return g / (3 * y * y)
+
+
+def _operands(g_shape, y_shape, dtype=mx.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal(g_shape)
+    # y away from 0, both signs: the gradient's values stay in range.
+    y = rng.uniform(0.5, 4.0, y_shape) * rng.choice([-1.0, 1.0], y_shape)
+    weights = rng.standard_normal(np.broadcast_shapes(g_shape, y_shape))
+    return tuple(mx.array(v, dtype) for v in (g, y, weights))
+
+
+def _reduced_kernel(ct, g, y):
+    # cbrtgrad's elementwise gradient of ct, reduced to g's shape by MLX's own
+    # rule (the pullback of broadcast_to): the bits d/dg of cbrt_grad must have.
+    shape = np.broadcast_shapes(g.shape, y.shape)
+    np_dtype = np.float64 if y.dtype == mx.float64 else np.float32
+    ct_np = np.broadcast_to(np.array(ct), shape).astype(np_dtype)
+    elementwise = cbrtgrad.cbrt_grad(ct_np, np.broadcast_to(np.array(y), shape).astype(np_dtype))
+    cotangent = mx.array(np.asarray(elementwise), y.dtype)  # exact: same dtype
+    _, (reduced,) = mx.vjp(lambda a: mx.broadcast_to(a, shape), [g], [cotangent])
+    return reduced
+
+
+def _same_shapes_and_close(got, expected, rtol):
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
+        np.testing.assert_allclose(np.array(a), np.array(b), rtol=rtol, atol=0)
+
+
+@pytest.mark.parametrize(("g_shape", "y_shape"), BROADCAST_PAIRS)
+@pytest.mark.parametrize("dtype", [mx.float32, mx.float64])
+def test_broadcast_operands_grad_and_value_and_grad(g_shape, y_shape, dtype):
+    g, y, w = _operands(g_shape, y_shape, dtype)
+
+    def loss(function):
+        return lambda a, b: (function(a, b) * w).sum()
+
+    rtol = _RTOL[dtype]
+    for argnums in (0, 1, (0, 1)):
+        ours = mx.grad(loss(cm.cbrt_grad), argnums=argnums)(g, y)
+        theirs = mx.grad(loss(_expression), argnums=argnums)(g, y)
+        ours, theirs = (v if isinstance(v, tuple) else (v,) for v in (ours, theirs))
+        _same_shapes_and_close(ours, theirs, rtol)
+    dg = mx.grad(loss(cm.cbrt_grad))(g, y)
+    _same_bits(dg, _to_np(_reduced_kernel(w, g, y)))
+    (value, grads), (value_0, grads_0) = (
+        mx.value_and_grad(loss(f), argnums=(0, 1))(g, y) for f in (cm.cbrt_grad, _expression)
+    )
+    _same_shapes_and_close((value, *grads), (value_0, *grads_0), rtol)
+    _same_bits(grads[0], _to_np(dg))
+
+
+@pytest.mark.parametrize(("g_shape", "y_shape"), BROADCAST_PAIRS)
+def test_broadcast_operands_vjp_and_jvp(g_shape, y_shape):
+    g, y, ct = _operands(g_shape, y_shape, seed=1)
+    (out,), ours = mx.vjp(cm.cbrt_grad, [g, y], [ct])
+    (out_0,), theirs = mx.vjp(_expression, [g, y], [ct])
+    _same_shapes_and_close((out, *ours), (out_0, *theirs), 2e-5)
+    _same_bits(ours[0], _to_np(_reduced_kernel(ct, g, y)))
+    # A tangent of a broadcast operand broadcasts: both followed, or one alone.
+    tg, ty, _ = _operands(g_shape, y_shape, seed=2)
+    (_, (tangent,)), (_, (tangent_0,)) = (
+        mx.jvp(f, [g, y], [tg, ty]) for f in (cm.cbrt_grad, _expression)
+    )
+    _same_shapes_and_close((tangent,), (tangent_0,), 2e-5)
+    shape = np.broadcast_shapes(g_shape, y_shape)
+    (_, (tangent_g,)) = mx.jvp(lambda a: cm.cbrt_grad(a, y), [g], [tg])
+    (_, (tangent_y,)), (_, (tangent_y0,)) = (
+        mx.jvp(lambda b, f=f: f(g, b), [y], [ty]) for f in (cm.cbrt_grad, _expression)
+    )
+    expected = cbrtgrad.cbrt_grad(np.broadcast_to(np.array(tg), shape), np.array(y))
+    _same_bits(tangent_g, np.asarray(expected))
+    _same_shapes_and_close((tangent_y,), (tangent_y0,), 2e-5)
+    # The primitive's own rules (MLX's jvp walks the nodes inside a custom
+    # function), reached without the custom function: the same class.
+    extension = importlib.import_module("cbrtgrad.mlx._build").extension()
+
+    def raw(a, b):
+        return extension.cube_root_grad(a, b, *_functions._loops("grad", b))
+
+    _same_shapes_and_close(mx.vjp(raw, [g, y], [ct])[1], theirs, 2e-5)
+    _same_shapes_and_close(mx.jvp(raw, [g, y], [tg, ty])[1], (tangent_0,), 2e-5)
+
+
+@pytest.mark.parametrize(("g_shape", "y_shape"), BROADCAST_PAIRS)
+def test_broadcast_operands_under_vmap_and_compile(g_shape, y_shape):
+    g, y, w = _operands(g_shape, y_shape, seed=3)
+
+    def grads(function):
+        return mx.grad(lambda a, b: (function(a, b) * w).sum(), argnums=(0, 1))
+
+    # Per-sample gradients: both operands batched, then g alone.
+    batch_g = mx.stack([g, 2 * g, -g])
+    batch_y = mx.stack([y, 0.5 * y, -y])
+    for in_axes, operands in (((0, 0), (batch_g, batch_y)), ((0, None), (batch_g, y))):
+        ours = mx.vmap(grads(cm.cbrt_grad), in_axes=in_axes)(*operands)
+        theirs = mx.vmap(grads(_expression), in_axes=in_axes)(*operands)
+        _same_shapes_and_close(ours, theirs, 2e-5)
+    # Compiled: the same gradients, bits and shapes, as uncompiled.
+    compiled = mx.compile(grads(cm.cbrt_grad))(g, y)
+    _same_shapes_and_close(compiled, grads(_expression)(g, y), 2e-5)
+    for a, b in zip(compiled, grads(cm.cbrt_grad)(g, y), strict=True):
+        _same_bits(a, _to_np(b))
+    compiled_vjp = mx.compile(lambda a, b, c: mx.vjp(cm.cbrt_grad, [a, b], [c])[1])(g, y, w)
+    _same_shapes_and_close(compiled_vjp, mx.vjp(_expression, [g, y], [w])[1], 2e-5)
+
+
+def test_broadcast_operands_of_mixed_dtypes_and_second_derivatives():
+    # A float16 0-d g beside float32 y: promoted, then reduced and cast back.
+    g, y = mx.array(2.0, mx.float16), mx.array([1.0, 2.0, 4.0])
+    ours, theirs = (
+        mx.grad(lambda a, b, f=f: f(a, b).sum(), argnums=(0, 1))(g, y)
+        for f in (cm.cbrt_grad, _expression)
+    )
+    _same_shapes_and_close(ours, theirs, 1e-3)
+    assert ours[0].item() == mx.array(0.4375, mx.float16).item()
+    # The reduced gradient differentiated again in the broadcast operand's partner.
+    g = mx.array(2.0)
+    ours, theirs = (
+        mx.grad(lambda b, f=f: mx.grad(lambda a: f(a, b).sum())(g) ** 2)(y)
+        for f in (cm.cbrt_grad, _expression)
+    )
+    _same_shapes_and_close((ours,), (theirs,), 2e-5)
+
+
 def test_shapeless_compile_is_refused_by_mlx():
     # NOTE: MLX cannot infer the output shapes of any mx.custom_function
     # (CustomTransforms), so mx.compile(shapeless=True) refuses cbrt with

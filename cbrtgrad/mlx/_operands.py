@@ -7,8 +7,17 @@
   cube root is the real one).
 * ``cbrt_grad(g, y)``: the operands are promoted together as MLX promotes
   them (``mx.result_type``; a Python scalar takes the other operand's dtype,
-  as in ``2.0 * x``) and broadcast together; shapes that do not broadcast
-  are a ``ValueError`` naming both.
+  as in ``2.0 * x``) and broadcast together, by MLX's own ``astype`` and
+  ``broadcast_to`` before the custom function sees them, as MLX's binary ops
+  do; shapes that do not broadcast are a ``ValueError`` naming both.
+
+NOTE: the broadcast is what gives a broadcast operand its gradient's shape.
+An ``mx.custom_function`` passes its vjp's results through unchecked, so a
+rule that saw ``g`` of shape () beside ``y`` of shape (3,) would return a
+(3,) gradient for the 0-d ``g``. Broadcast first, the rules see one shape
+and MLX's broadcast reduces each cotangent to its operand's shape (summed
+over the broadcast axes, axes of one kept, 0-d staying 0-d) and broadcasts
+each tangent, exactly as for ``g / (3 * y * y)``.
 """
 
 from __future__ import annotations
@@ -73,7 +82,7 @@ def as_float(x: Any, name: str = "x", function: str = "cbrt") -> Any:
 
 
 def gradient_operands(g: Any, y: Any) -> tuple[Any, Any]:
-    """``g`` and ``y`` of one float dtype, as MLX promotes them, and their broadcast shape.
+    """``g`` and ``y`` of one float dtype, as MLX promotes them, broadcast to one shape.
 
     Raises
     ------
@@ -86,8 +95,8 @@ def gradient_operands(g: Any, y: Any) -> tuple[Any, Any]:
     --------
     >>> import mlx.core as mx
     >>> g, y = gradient_operands(1.0, mx.ones((2, 3), mx.bfloat16))
-    >>> g.dtype, y.dtype
-    (mlx.core.bfloat16, mlx.core.bfloat16)
+    >>> g.dtype, y.dtype, g.shape
+    (mlx.core.bfloat16, mlx.core.bfloat16, (2, 3))
     >>> gradient_operands(mx.ones(3), mx.ones(4))
     Traceback (most recent call last):
     ...
@@ -103,12 +112,16 @@ def gradient_operands(g: Any, y: Any) -> tuple[Any, Any]:
     else:
         ga = _checked(g, "g", "cbrt_grad")
         ya = _checked(y, "y", "cbrt_grad")
-    dtype = mx.result_type(ga, ya) if ga.dtype != ya.dtype else ya.dtype
+    if ga.dtype != ya.dtype:
+        dtype = mx.result_type(ga, ya)
+        ga, ya = ga.astype(dtype), ya.astype(dtype)
+    if ga.shape == ya.shape:
+        return ga, ya
     try:
-        mx.broadcast_shapes(ga.shape, ya.shape)
+        shape = mx.broadcast_shapes(ga.shape, ya.shape)
     except ValueError:
         raise ValueError(
             f"cbrtgrad.mlx.cbrt_grad: g of shape {tuple(ga.shape)} and y of shape "
             f"{tuple(ya.shape)} do not broadcast together"
         ) from None
-    return ga.astype(dtype), ya.astype(dtype)
+    return mx.broadcast_to(ga, shape), mx.broadcast_to(ya, shape)
