@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import configparser
 import importlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,11 +23,11 @@ from cbrtgrad.mlx import _build  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _python(code, **env):
+def _python(code, timeout=120, **env):
     environment = dict(os.environ, **env)
     environment["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=environment, cwd=ROOT, timeout=120)  # fmt: skip
+                          env=environment, cwd=ROOT, timeout=timeout)  # fmt: skip
 
 
 # -- packaging ------------------------------------------------------------------------------
@@ -64,18 +66,152 @@ def test_sources_are_package_data():
         assert name in text.split("[options.package_data]", 1)[1].split("\n[", 1)[0]
 
 
+_FIRST_CALL = (
+    "import mlx.core as mx, cbrtgrad.mlx as cm\n"
+    "try:\n    cm.cbrt(mx.array([8.0]))\n"
+    "except cm.BuildError as exc:\n    print('BuildError:', exc)\n"
+)
+# A Python without pip's cmake package: not importable, no console script
+# beside the interpreter (the build stops at the missing tools, before it
+# would run that interpreter).
+_NO_CMAKE_PACKAGE = "import sys\nsys.modules['cmake'] = None\nsys.executable = {python!r}\n"
+
+
+def test_mlx_extra_brings_the_build_tools_pip_can():
+    # nanobind and CMake from PyPI (a C++ compiler pip cannot bring); the cmake
+    # floor meets CMakeLists.txt's minimum, and an installed cmake wheel meets it.
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    lines = config["options.extras_require"]["mlx"].strip().splitlines()
+    requirements = {r.name: r for r in map(Requirement, lines)}
+    assert {"mlx", "nanobind", "cmake"} <= set(requirements)
+    floors = [Version(s.version) for s in requirements["cmake"].specifier if s.operator == ">="]
+    cmake_lists = (_build._HERE / "CMakeLists.txt").read_text()
+    minimum = re.search(r"cmake_minimum_required\(VERSION ([\d.]+)\)", cmake_lists)
+    assert minimum and floors and floors[0] >= Version(minimum.group(1))
+    try:
+        installed = version("cmake")
+    except PackageNotFoundError:
+        pytest.skip("pip's cmake package is not installed here")
+    assert requirements["cmake"].specifier.contains(installed)
+
+
 def test_missing_compiler_is_a_build_error_naming_it(tmp_path):
-    # A machine without CMake and a C++ compiler (PATH holds neither): the
-    # first call says what is missing instead of failing inside CMake.
+    # A machine without CMake and a C++ compiler (PATH holds neither, nor has
+    # this Python pip's cmake package): the first call says what is missing
+    # and how to install it instead of failing inside CMake.
     done = _python(
-        "import mlx.core as mx, cbrtgrad.mlx as cm\n"
-        "try:\n    cm.cbrt(mx.array([8.0]))\n"
-        "except cm.BuildError as exc:\n    print('BuildError:', exc)\n",
+        _NO_CMAKE_PACKAGE.format(python=str(tmp_path / "python")) + _FIRST_CALL,
         PATH=str(tmp_path), CXX="", CBRTGRAD_CACHE_DIR=str(tmp_path / "cache"),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "BuildError: cbrtgrad.mlx builds its MLX primitive" in done.stdout
-    assert "CMake" in done.stdout and "a C++ compiler" in done.stdout
+    assert "CMake" in done.stdout and "python -m pip install cmake" in done.stdout
+    assert "a C++ compiler" in done.stdout and "pip cannot install" in done.stdout
+
+
+def test_missing_compiler_alone_is_named_where_pip_brought_cmake(tmp_path):
+    # PATH without any tool, but pip's cmake package installed (the mlx
+    # extra's): only the compiler is missing, and only it is named.
+    pytest.importorskip("cmake")
+    done = _python(_FIRST_CALL, PATH=str(tmp_path), CXX="",
+                   CBRTGRAD_CACHE_DIR=str(tmp_path / "cache"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "BuildError: cbrtgrad.mlx builds its MLX primitive" in done.stdout
+    assert "a C++ compiler" in done.stdout and "CMake" not in done.stdout
+
+
+# -- CMake from pip -------------------------------------------------------------------------
+
+_CMAKE_PROGRAMS = {"cmake", "ccmake", "cmake-gui", "cpack", "ctest"}
+
+
+@pytest.fixture(scope="module")
+def path_without_cmake(tmp_path_factory):
+    """This PATH with no cmake on it, and every other program still there.
+
+    NOTE: a system's cmake sits beside its compiler (/usr/bin), so its folder
+    cannot just be dropped: it is replaced by links to its other programs.
+    """
+    folders = []
+    for index, folder in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
+        if not folder or not os.path.isdir(folder):
+            continue
+        if shutil.which("cmake", path=folder) is None:
+            folders.append(folder)
+            continue
+        links = tmp_path_factory.mktemp(f"path{index}-without-cmake")
+        for entry in os.scandir(folder):
+            if entry.name not in _CMAKE_PROGRAMS:
+                (links / entry.name).symlink_to(entry.path)
+        folders.append(str(links))
+    path = os.pathsep.join(folders)
+    assert shutil.which("cmake", path=path) is None
+    return path
+
+
+@pytest.fixture
+def wheel_bin():
+    """The folder of pip's cmake package's programs (skips where it is not installed)."""
+    return pytest.importorskip("cmake").CMAKE_BIN_DIR
+
+
+def _is_in(program, folder):
+    return program is not None and Path(program).resolve().parent == Path(folder).resolve()
+
+
+def test_cmake_is_the_one_on_path_first(monkeypatch, wheel_bin, path_without_cmake, tmp_path):
+    # On PATH first, whatever it is (a system's, a tool's folder put first).
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "cmake").symlink_to(Path(wheel_bin) / "cmake")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(first), path_without_cmake]))
+    assert _build.cmake() == str(first / "cmake")
+    monkeypatch.setenv("PATH", os.pathsep.join([wheel_bin, path_without_cmake]))
+    assert _is_in(_build.cmake(), wheel_bin)
+
+
+def test_cmake_from_pip_where_path_has_none(monkeypatch, wheel_bin, path_without_cmake, tmp_path):
+    monkeypatch.setenv("PATH", path_without_cmake)
+    # pip's cmake package: its own program folder.
+    assert _is_in(_build.cmake(), wheel_bin) and not _build._missing_tools()
+    # Without the package importable: the console script beside the interpreter
+    # (where pip put one; this interpreter's environment may have none).
+    monkeypatch.setitem(sys.modules, "cmake", None)
+    beside = Path(sys.executable).parent
+    if (beside / "cmake").is_file():
+        assert _is_in(_build.cmake(), beside)
+    else:
+        assert _build.cmake() is None
+    # Neither: none, and the error says what to install.
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    assert _build.cmake() is None
+    (missing,) = [m for m in _build._missing_tools() if "CMake" in m]
+    assert "python -m pip install cmake" in missing and "cbrtgrad[mlx]" in missing
+
+
+def test_builds_with_pips_cmake_where_path_has_none(path_without_cmake, wheel_bin, tmp_path):
+    # A fresh build (an empty cache folder) on a PATH whose only cmake is the
+    # one pip's package holds (not on PATH at all): it is found and builds,
+    # the extension loads, and the build log shows which cmake ran.
+    cache = tmp_path / "cache"
+    done = _python(
+        "from cbrtgrad import _compile\nfrom cbrtgrad.mlx import _build\n"
+        "module = _build.extension()\n"
+        "print(sorted(n for n in dir(module) if not n.startswith('_')))\n"
+        "print(_compile.built_kernels()[_build.BUILT_NAME])\n",
+        timeout=600, PATH=path_without_cmake, CBRTGRAD_CACHE_DIR=str(cache),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["['cube_root', 'cube_root_grad']", "compiled"]
+    (log,) = cache.rglob("build.log")
+    commands = [line[2:].split()[0] for line in log.read_text().splitlines() if line[:2] == "$ "]
+    assert len(commands) == 2 and all(_is_in(c, wheel_bin) for c in commands), commands
 
 
 def test_extension_is_kept_under_its_key():

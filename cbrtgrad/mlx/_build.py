@@ -8,8 +8,11 @@ nanobind domain of its bindings), which a wheel of cbrtgrad cannot know, and
 extensions, ``mlx.extension``), about 10 to 20 s on 2 cores; where it is kept
 and how processes share it is :mod:`cbrtgrad._native_build`'s.
 
-A machine without CMake or a C++ compiler gets :class:`BuildError` at the
-first call, naming what is missing; a failed build names its log.
+CMake is the one on ``PATH``, else the one pip's ``cmake`` package brings
+(the ``mlx`` extra installs it: :func:`cmake`), so a machine with only
+Python, pip and a C++ compiler builds it. A machine without CMake or a C++
+compiler gets :class:`BuildError` at the first call, naming what is missing
+and how to install it; a failed build names its log.
 """
 
 from __future__ import annotations
@@ -22,7 +25,16 @@ from typing import Any
 
 from .._native_build import SUFFIX, BuildError, NativeExtension, compiler, run_logged
 
-__all__ = ["BUILT_NAME", "BuildError", "MODULE", "SOURCES", "compiler", "extension", "key"]
+__all__ = [
+    "BUILT_NAME",
+    "BuildError",
+    "MODULE",
+    "SOURCES",
+    "cmake",
+    "compiler",
+    "extension",
+    "key",
+]
 
 _HERE = Path(__file__).resolve().parent
 #: The files the extension is built from (package data of ``cbrtgrad.mlx``).
@@ -49,22 +61,66 @@ def _versions() -> dict[str, str]:
     }
 
 
+def cmake() -> str | None:
+    """The ``cmake`` a build runs: the one on ``PATH``, else pip's ``cmake`` package's.
+
+    pip installs the ``cmake`` package's console script beside the
+    interpreter, which is not on ``PATH`` where the environment is not
+    activated (``venv/bin/python -m ...``, a ``--user`` install): the
+    package's own binary folder (``cmake.CMAKE_BIN_DIR``) is asked next, then
+    the interpreter's folder (an environment that holds a CMake of another
+    origin, as conda's). None where there is none.
+
+    Examples
+    --------
+    >>> found = cmake()
+    >>> found is None or Path(found).name.startswith("cmake")
+    True
+    """
+    found = shutil.which("cmake")
+    if found:
+        return found
+    folders = []
+    try:
+        import cmake as wheel  # pip's cmake package (the mlx extra's)
+
+        folders.append(str(wheel.CMAKE_BIN_DIR))
+    except (ImportError, AssertionError, AttributeError, OSError):
+        # Not installed, or an install whose files are gone (its import asserts them).
+        pass
+    folders.append(str(Path(sys.executable).parent))
+    for folder in folders:
+        found = shutil.which("cmake", path=folder)
+        if found:
+            return found
+    return None
+
+
 def _missing_tools() -> list[str]:
     missing = []
-    if shutil.which("cmake") is None:
-        missing.append("CMake (cmake, 3.24 or later: pip install cmake, or the system's package)")
+    if cmake() is None:
+        missing.append(
+            "CMake (cmake 3.24 or later; neither on PATH nor from pip's cmake package: "
+            "python -m pip install cmake, which 'cbrtgrad[mlx]' installs, or the system's package)"
+        )
     if compiler() is None:
-        missing.append("a C++ compiler (g++ or clang++ with C++20; or set CXX)")
+        missing.append(
+            "a C++ compiler (g++ or clang++ with C++20, which pip cannot install: the system's "
+            "package, e.g. g++, or Xcode's command line tools; or set CXX)"
+        )
     return missing
 
 
 def _build(work: Path, log: Path) -> Path:
-    configure = ["cmake", "-S", str(work), "-B", str(work / "build")]
+    program = cmake()
+    if program is None:  # gone since _missing_tools looked
+        raise BuildError("cbrtgrad.mlx: CMake is no longer found; python -m pip install cmake")
+    configure = [program, "-S", str(work), "-B", str(work / "build")]
     configure += ["-DCMAKE_BUILD_TYPE=Release", f"-DPython_EXECUTABLE={sys.executable}"]
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"]
     jobs = str(os.cpu_count() or 2)
-    build = ["cmake", "--build", str(work / "build"), "-j", jobs]
+    build = [program, "--build", str(work / "build"), "-j", jobs]
     run_logged([configure, build], log, "cbrtgrad.mlx: building the MLX primitive")
     built = next((work / "build").glob(f"{MODULE}*{SUFFIX}"), None)
     if built is None:
