@@ -2,7 +2,16 @@
 
 Each handler (:mod:`cbrtgrad.kernels.xla_ffi`) is compiled, or loaded from the
 kernel cache, and registered as an FFI target under its own name the first
-time a lowering needs it. The route is refused, with the reason kept for
+time a lowering needs it. The one-thread handlers, the only ones an exported
+program names, are registered at ``import cbrtgrad.jax`` too, where the kernel
+cache holds them (:func:`register_cached`): a program made by ``jax.export``
+and deserialized in another process calls them by name without lowering
+anything of cbrtgrad's, so nothing else would register them there. Their
+addresses are all that registering needs, but an address means a compiled
+handler: loading one from the cache costs milliseconds (after numba's own
+first-use set-up, which any first call pays), compiling one seconds, so
+import loads and never compiles (:func:`register_all` does both). The route
+is refused, with the reason kept for
 :func:`cbrtgrad.jax.route`, where the handlers' reading of the call frame
 cannot be trusted: a jaxlib whose FFI headers have another major version than
 the one the offsets are from, a CPU other than x86-64 or ARM64 (whose
@@ -50,6 +59,27 @@ def _headers_problem() -> str | None:
     return None
 
 
+#: The handlers an exported program can name, by (kernel, dtype): the one-thread
+#: ones (an export lowers to them whatever CBRTGRAD_JAX_PARALLEL_MIN says).
+EXPORTED = (
+    ("forward", "float32"),
+    ("forward", "float64"),
+    ("grad", "float32"),
+    ("grad", "float64"),
+)
+
+
+def name_of(kernel: str, dtype: str, threaded: bool) -> str:
+    """The FFI target name of one handler (registered or not).
+
+    Examples
+    --------
+    >>> name_of("grad", "float64", True)
+    'cbrtgrad_grad_float64_threads'
+    """
+    return f"cbrtgrad_{kernel}_{dtype}{'_threads' if threaded else ''}"
+
+
 def target(kernel: str, dtype: Any, threaded: bool) -> str | None:
     """The FFI target name of one handler, registered on first use; None where refused.
 
@@ -79,7 +109,7 @@ def _register(kernel: str, dtype: str, threaded: bool) -> str | None:
             from ..kernels import xla_ffi
 
             handler = xla_ffi.handler(kernel, dtype, threaded)
-            name = f"cbrtgrad_{kernel}_{dtype}{'_threads' if threaded else ''}"
+            name = name_of(kernel, dtype, threaded)
             capsule = jax.ffi.pycapsule(ctypes.c_void_p(handler.address))
             jax.ffi.register_ffi_target(name, capsule, platform="cpu")
             return name
@@ -93,3 +123,50 @@ def _register(kernel: str, dtype: str, threaded: bool) -> str | None:
 def problem() -> str | None:
     """Why the FFI route was refused in this process (the first reason), or None."""
     return _PROBLEMS[0] if _PROBLEMS else None
+
+
+def in_cache(kernel: str, dtype: str) -> bool:
+    """Whether the kernel cache holds the one-thread handler and the block entry it links.
+
+    Both are loaded, never compiled, when this is True. False when the
+    cache is off.
+    """
+    from .. import _compile
+    from ..kernels.cpu_ufuncs import ENTRIES
+    from ..kernels.xla_ffi import HANDLERS
+
+    # NOTE: the tags xla_ffi.handler and cpu_ufuncs.block_entry compile them
+    # under: the dtype's name (a threaded handler's adds "_threads").
+    functions = (HANDLERS[(kernel, dtype, False)], ENTRIES[kernel][dtype][0])
+    return all(_compile.is_cached(f, dtype) for f in functions)
+
+
+def register_cached() -> tuple[str, ...]:
+    """Register each handler an exported program can name that the kernel cache holds.
+
+    What ``import cbrtgrad.jax`` runs: loading from the cache, never
+    compiling (a cold cache registers nothing here; the first lowering, or
+    :func:`register_all`, compiles). The route's refusal, if any, is kept for
+    :func:`cbrtgrad.jax.route`.
+
+    Returns
+    -------
+    tuple of str
+        The names registered (now or before).
+    """
+    if _headers_problem() is not None:
+        return ()
+    names = (target(k, d, False) for k, d in EXPORTED if in_cache(k, d))
+    return tuple(n for n in names if n is not None)
+
+
+def register_all() -> tuple[str, ...]:
+    """Register every handler an exported program can name, compiling those the cache lacks.
+
+    Returns
+    -------
+    tuple of str
+        The names registered; empty where the route is refused here.
+    """
+    names = (target(k, d, False) for k, d in EXPORTED)
+    return tuple(n for n in names if n is not None)

@@ -15,10 +15,14 @@ Each primitive has
   made alike by :mod:`cbrtgrad.jax._operands` first),
 * lowerings: on the CPU the XLA FFI handler for float32 and float64
   (:mod:`cbrtgrad.jax._ffi`), else, and on every other platform, a
-  ``jax.pure_callback`` to cbrtgrad's api (:mod:`cbrtgrad.jax._host`),
-* an eager implementation: ``jax.jit`` of itself, except for arrays on a GPU,
-  which go to the cuda backend through DLPack where CuPy is installed
-  (:mod:`cbrtgrad.jax._gpu`),
+  ``jax.pure_callback`` to cbrtgrad's api (:mod:`cbrtgrad.jax._host`);
+  for ``jax.export``, always the one-thread handler, and a ``ValueError``
+  where the route is the callback (no serialized program can carry one),
+* an eager implementation: ``jax.jit`` of itself, one compiled op as jax's
+  own primitives run eagerly (with jit on for that call under
+  ``jax.disable_jit()``, where ``jax.jit(bind)`` would call ``bind`` again),
+  except for arrays on a GPU, which go to the cuda backend through DLPack
+  where CuPy is installed (:mod:`cbrtgrad.jax._gpu`),
 * a batching rule (element-wise: the batch axes are moved to the front),
 
 and the gradient primitive has a JVP rule (``d/dg`` is the kernel again,
@@ -74,27 +78,64 @@ cbrt_grad_p.def_abstract_eval(_grad_abstract)
 _HOST: dict[str, Callable[..., Any]] = {"forward": _host.forward, "grad": _host.gradient}
 
 
-def _callback(kernel: str) -> Any:
+def _for_export(ctx: Any) -> bool:
+    # Whether this lowering is jax.export's (which sets it; plain jit does not).
+    parameters = getattr(ctx.module_context, "lowering_parameters", None)
+    return bool(getattr(parameters, "for_export", False))
+
+
+def _not_exportable(kernel: str, dtype: np.dtype, why: str) -> ValueError:
+    # NOTE: a pure_callback calls a Python function of this process, which no
+    # serialized program can carry (jax refuses it too, later and without
+    # saying which function: "serialization of host_callbacks is not yet
+    # implemented").
+    return ValueError(
+        f"cbrtgrad.jax: the {kernel} kernel on {dtype} cannot be exported: {why}, it runs "
+        "through jax.pure_callback, which jax.export cannot serialize; only float32 and "
+        "float64 on the CPU's FFI route export (docs/jax.md)"
+    )
+
+
+def _callback(kernel: str, cpu: bool) -> Any:
     """The pure_callback lowering of one kernel (any platform, any dtype)."""
 
     def call(*args: Any, route: str) -> Any:
         result = jax.ShapeDtypeStruct(args[-1].shape, args[-1].dtype)
         return jax.pure_callback(_HOST[kernel], result, *args, vmap_method="expand_dims")
 
-    return mlir.lower_fun(call, multiple_results=False)
+    lowered = mlir.lower_fun(call, multiple_results=False)
+
+    def lower(ctx: Any, *args: Any, route: str) -> Any:
+        if _for_export(ctx):
+            dtype = np.dtype(ctx.avals_in[-1].dtype)
+            if dtype.itemsize == 2:
+                why = "in half precision"
+            elif not cpu:
+                why = "on a platform other than the CPU"
+            elif route == "callback":
+                why = "with route='callback'"
+            else:
+                why = f"where the FFI route is refused ({_ffi.problem()})"
+            raise _not_exportable(kernel, dtype, why)
+        return lowered(ctx, *args, route=route)
+
+    return lower
 
 
 def _cpu(kernel: str) -> Any:
     """The CPU lowering: the FFI handler for float32/float64, else the callback."""
-    callback = _callback(kernel)
+    callback = _callback(kernel, cpu=True)
 
     def lower(ctx: Any, *args: Any, route: str) -> Any:
         aval = ctx.avals_in[-1]
         if route == "auto":
             # NOTE: one thread unless asked (CBRTGRAD_JAX_PARALLEL_MIN): on a busy
             # machine numba's threads and XLA's thread pool compete (docs/jax.md).
+            # An exported program always names the one-thread handlers: that
+            # setting belongs to the exporting process, and the loading one
+            # registers the one-thread handlers at import (_ffi.register_cached).
             threshold = _config.settings().jax_parallel_min_size
-            threaded = threshold is not None and aval.size >= threshold
+            threaded = threshold is not None and aval.size >= threshold and not _for_export(ctx)
             name = _ffi.target(kernel, aval.dtype, threaded)
             if name is not None:
                 return jax.ffi.ffi_lowering(name)(ctx, *args)
@@ -104,7 +145,7 @@ def _cpu(kernel: str) -> Any:
 
 
 for _primitive, _kernel in ((cbrt_p, "forward"), (cbrt_grad_p, "grad")):
-    mlir.register_lowering(_primitive, _callback(_kernel))
+    mlir.register_lowering(_primitive, _callback(_kernel, cpu=False))
     mlir.register_lowering(_primitive, _cpu(_kernel), platform="cpu")
 
 
@@ -123,6 +164,15 @@ def _impl(primitive: Primitive, kernel: str, *args: Any, route: str) -> Any:
         jitted = _JITTED.setdefault(
             (primitive, route), jax.jit(partial(primitive.bind, route=route))
         )
+    # (jax's documented way to read a flag that has a context manager; untyped)
+    if jax.config.jax_disable_jit:  # type: ignore[attr-defined]
+        # NOTE: under jax.disable_jit(), jax.jit(f) calls f itself: bind would
+        # come back here for ever. An eager primitive is one compiled op even
+        # there ("individual primitive operations will still be compiled", as
+        # jax's own apply_primitive does for jnp.sin), so jit is on for this
+        # call only; the caller's setting is back for whatever comes after.
+        with jax.disable_jit(False):
+            return jitted(*args)
     return jitted(*args)
 
 
