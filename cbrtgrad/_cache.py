@@ -22,7 +22,8 @@ numba's variable is set, else the user's cache folder (numba's ``appdirs``:
 ``~/.cache/cbrtgrad`` on Linux, ``~/Library/Caches/cbrtgrad`` on macOS,
 ``%LOCALAPPDATA%\\cbrtgrad\\Cache`` on Windows). ``CBRTGRAD_CACHE=0`` turns it
 off; a folder that cannot be written turns it off too (the kernels are then
-compiled in each process).
+compiled in each process), and so does one that another user could change
+(:mod:`cbrtgrad._private_folder`, which warns once naming it and why).
 
 NOTE: numba issue 4807 (segfaults with ``cache=True`` when processes compile
 at once). numba 0.68 writes each index and data file to a temporary name and
@@ -56,7 +57,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import _config
+from . import _config, _private_folder
 
 #: The modules whose text decides the machine code: the kernels and their
 #: compile policy. A change to any of them is a new key.
@@ -171,19 +172,23 @@ def _writable(folder: str) -> bool:
 
 
 def directory() -> Path | None:
-    """This process's cache folder, or None when the cache is off or cannot be written.
+    """This process's cache folder, or None when the cache is off, cannot be written or is unsafe.
+
+    Unsafe: another user could change it (:mod:`cbrtgrad._private_folder`,
+    which warns once naming it); its path is returned resolved.
 
     Examples
     --------
     >>> folder = directory()
-    >>> folder is None or folder.parent == root()
+    >>> folder is None or folder.parent == root().resolve()
     True
     """
     if not _config.settings().cache:
         return None
     described = key()
-    folder = root() / digest(described)
-    if not _writable(str(folder)):
+    # Only a folder no other user can change: numba loads pickled code from it.
+    folder = _private_folder.private_folder(root(), digest(described))
+    if folder is None or not _writable(str(folder)):
         return None
     _write_key_file(folder, described)
     return folder
@@ -244,7 +249,7 @@ class CacheStatus:
     Attributes
     ----------
     enabled : bool
-        False when ``CBRTGRAD_CACHE=0`` or the folder cannot be written.
+        False when ``CBRTGRAD_CACHE=0``, or the folder cannot be written or is not safe.
     folder : str
         This process's key folder (where it would be, when disabled).
     cached : tuple of str
@@ -266,10 +271,13 @@ class CacheStatus:
         >>> CacheStatus(True, "/c", ("a",), ("b",)).describe()
         'on, /c: partly warm, 1 of 2 kernels cached'
         >>> CacheStatus(False, "/c", (), ("a",)).describe()
-        'off (CBRTGRAD_CACHE=0 or folder not writable), /c'
+        'off (CBRTGRAD_CACHE=0, or the folder cannot be written or is not safe), /c'
         """
         if not self.enabled:
-            return f"off (CBRTGRAD_CACHE=0 or folder not writable), {self.folder}"
+            return (
+                "off (CBRTGRAD_CACHE=0, or the folder cannot be written or is not safe), "
+                f"{self.folder}"
+            )
         total = len(self.cached) + len(self.missing)
         state = "warm" if not self.missing else "cold" if not self.cached else "partly warm"
         return f"on, {self.folder}: {state}, {len(self.cached)} of {total} kernels cached"

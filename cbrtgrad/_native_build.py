@@ -12,14 +12,28 @@ cbrtgrad's cache folder under a key of all that, so a later process loads it
 in milliseconds. Two processes that build at once (pytest-xdist workers)
 take turns on a lock file; the second finds the first's result. With the
 cache off (``CBRTGRAD_CACHE=0``, or a folder that cannot be written) each
-process builds into a temporary folder of its own.
+process builds into a temporary folder of its own, and so it does where
+another user could change the cache folder (:mod:`cbrtgrad._private_folder`).
+
+NOTE: a shared library cut short (a full disk, a copy interrupted, a crash
+before the file system wrote it out) kills the process that loads it with
+SIGBUS, since the loader maps past the end of the file; no exception can
+catch that. So each build is written whole (to a temporary name, synced,
+then renamed), its size and SHA-256 are recorded beside it the same way
+once it is in place, and a build is loaded only where both match: a missing
+or different record means a build cut short or damaged since, which is
+built again where the caller builds (:meth:`NativeExtension.load`) and
+otherwise not loaded (:meth:`NativeExtension.built`), with a warning
+naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
+import json
 import os
 import platform
 import shutil
@@ -27,15 +41,21 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from . import _cache, _compile, _config
+from . import _cache, _compile, _config, _private_folder
 
 #: The file name ending of this Python's extension modules (``.cpython-311-x86_64-linux-gnu.so``).
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+#: The ending of the record beside a build: its size and SHA-256, written once it is in place.
+RECORD = ".record.json"
+#: Part of every build's key: builds made before records were written have
+#: none, and are left in their old folders rather than refused with a warning.
+_LAYOUT = "a record of size and SHA-256 beside each build"
 
 
 class BuildError(RuntimeError):
@@ -129,26 +149,35 @@ class NativeExtension:
             digest.update((self.here / name).read_bytes())
         for item in sorted((self.versions() | python_versions()).items()):
             digest.update(repr(item).encode())
+        digest.update(_LAYOUT.encode())
         return digest.hexdigest()[:16]
 
     def _cache_folder(self, digest: str) -> Path | None:
         if not _config.settings().cache:
             return None
-        folder = _cache.root() / self.cache_name / digest
+        folder = _private_folder.private_folder(_cache.root(), self.cache_name, digest)
+        if folder is None:
+            return None
         try:
-            folder.mkdir(parents=True, exist_ok=True)
             tempfile.TemporaryFile(dir=folder).close()
         except OSError:
             return None
         return folder
 
     def built(self) -> ModuleType | None:
-        """The extension if this machine's cache holds it (never builds, creates nothing)."""
+        """The extension if this machine's cache holds it whole (never builds, creates nothing).
+
+        A build whose record of size and SHA-256 is missing or differs is
+        not loaded: a ``RuntimeWarning`` names the file, and None is returned.
+        """
         found = self._loaded.get("module")
         if found is not None or not _config.settings().cache:
             return found
-        folder = _cache.root() / self.cache_name / self.key()
-        return self._load(folder) if (folder / f"{self.module}{SUFFIX}").exists() else None
+        root = _cache.root()
+        folder = _private_folder.private_folder(root, self.cache_name, self.key(), create=False)
+        if folder is None or not (folder / f"{self.module}{SUFFIX}").exists():
+            return None
+        return self._load(folder, build=False)
 
     def load(self) -> ModuleType:
         """The extension, built first where this machine has none (once per process).
@@ -164,13 +193,18 @@ class NativeExtension:
         folder = self._cache_folder(self.key())
         if folder is None:
             folder = Path(tempfile.mkdtemp(prefix=f"cbrtgrad-{self.module}-"))
-        return self._load(folder)
+        module = self._load(folder, build=True)
+        assert module is not None  # built where missing or damaged
+        return module
 
-    def _load(self, folder: Path) -> ModuleType:
-        # The extension in ``folder``, built there first if it is not (once per process).
+    def _load(self, folder: Path, build: bool) -> ModuleType | None:
+        # The extension in ``folder``, checked against its record; with
+        # ``build``, built there first where it is missing or damaged.
         with self._lock:
             if "module" not in self._loaded:
-                path = self._locked_build(folder)
+                path = self._whole_or_built(folder, build)
+                if path is None:
+                    return None
                 name = f"{self.package}.{self.module}"
                 spec = importlib.util.spec_from_file_location(name, path)
                 if spec is None or spec.loader is None:  # pragma: no cover - a path just built
@@ -180,24 +214,33 @@ class NativeExtension:
                 self._loaded["module"] = module
             return self._loaded["module"]
 
-    def _locked_build(self, folder: Path) -> Path:
+    def _whole_or_built(self, folder: Path, build: bool) -> Path | None:
         target = folder / f"{self.module}{SUFFIX}"
-        if target.exists():
+        if damage(target) is None:
             _compile.record(self.label, loaded=True)
             return target
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - Windows: no lock, a build per process at worst
-            return self._recorded_build(folder)
-        with open(folder / "build.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # another process building waits here...
-            try:
-                if target.exists():  # ...and finds its result
-                    _compile.record(self.label, loaded=True)
-                    return target
-                return self._recorded_build(folder)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        # Missing or damaged, or a build of another process under way: ask
+        # again holding the lock, which a building process holds throughout.
+        with _build_lock(folder, wait=build) as held:
+            if not held:  # built(): another process is building it; not now
+                return None
+            why = damage(target)
+            if why is None:  # another process's build, finished while we waited
+                _compile.record(self.label, loaded=True)
+                return target
+            if target.exists() or _record(target).exists():
+                action = (
+                    "building it again"
+                    if build
+                    else f"not loaded (`cbrtgrad warm --only {self.package.split('.')[-1]}` "
+                    "builds it again)"
+                )
+                warnings.warn(
+                    f"cbrtgrad: the {self.label} build {target} {why}: {action}",
+                    RuntimeWarning,
+                    stacklevel=5,
+                )
+            return self._recorded_build(folder) if build else None
 
     def _recorded_build(self, folder: Path) -> Path:
         missing = self.missing_tools()
@@ -207,15 +250,101 @@ class NativeExtension:
                 f"({self.package.replace('.', '/')}/{self.sources[0]}) once per machine, "
                 f"and needs {' and '.join(missing)}: none found on PATH"
             )
+        target = folder / f"{self.module}{SUFFIX}"
+        _record(target).unlink(missing_ok=True)  # the old file's, which the new one replaces
         work = Path(tempfile.mkdtemp(prefix="build-", dir=folder))
         for name in self.sources:
             shutil.copy(self.here / name, work / name)
         built = self.build(work, folder / "build.log")
-        target = folder / f"{self.module}{SUFFIX}"
+        size, sha256 = _measure(built, sync=True)
         os.replace(built, target)  # atomic: a reader sees no file or a whole one
+        _write_atomically(_record(target), json.dumps({"size": size, "sha256": sha256}) + "\n")
         shutil.rmtree(work, ignore_errors=True)
         _compile.record(self.label, loaded=False)
         return target
+
+
+def _record(target: Path) -> Path:
+    return target.with_name(target.name + RECORD)
+
+
+def _measure(path: Path, sync: bool = False) -> tuple[int, str]:
+    # The size and SHA-256 of what is in the file (synced to disk first: a
+    # crash after the rename must not leave the name on a file cut short).
+    with open(path, "rb") as stream:
+        if sync:
+            os.fsync(stream.fileno())
+        data = stream.read()
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    with open(temporary, "w") as stream:
+        stream.write(text)
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(temporary, path)
+
+
+def damage(target: Path) -> str | None:
+    """Why the build ``target`` must not be loaded, or None where it is whole.
+
+    Whole: its record (beside it, written when the build finished) exists
+    and gives its size and SHA-256.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> damage(Path(tempfile.mkdtemp()) / "none.so")
+    'does not exist'
+    """
+    try:
+        size = target.stat().st_size
+    except FileNotFoundError:
+        return "does not exist"
+    try:
+        record = json.loads(_record(target).read_text())
+        expected = (int(record["size"]), str(record["sha256"]))
+    except FileNotFoundError:
+        return "has no record of its build (a build cut short?)"
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        return f"has a record that cannot be read ({type(error).__name__})"
+    if size != expected[0]:
+        return f"is {size} bytes where its build wrote {expected[0]} (cut short or damaged)"
+    if _measure(target)[1] != expected[1]:
+        return "has another SHA-256 than its build wrote (damaged)"
+    return None
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path, wait: bool) -> Iterator[bool]:
+    # The folder's build lock, which a building process holds throughout.
+    # ``wait``: take it (creating the lock file), waiting out a build under
+    # way; else only try it, creating nothing, and yield False where a build
+    # is under way. Windows has no fcntl: no lock, a build per process at worst.
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield True
+        return
+    path = folder / "build.lock"
+    if not wait and not path.exists():
+        yield True  # no process ever built here
+        return
+    with open(path, "a" if wait else "r") as lock:
+        if wait:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process building waits here
+        else:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+        try:
+            yield True
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def run_logged(commands: list[list[str]], log: Path, what: str) -> None:

@@ -167,7 +167,8 @@ def warm(
     ------
     RuntimeError
         If the cache is off (``CBRTGRAD_CACHE=0``) or its folder cannot be
-        written: there is nowhere to keep the kernels.
+        written or is not safe (another user could change it: a warning says
+        why): there is nowhere to keep the kernels.
     TypeError, ValueError
         For a ``jobs`` that is not a positive integer, or an unknown name in ``only``.
 
@@ -187,7 +188,8 @@ def warm(
     if folder is None:
         raise RuntimeError(
             "cbrtgrad warm: the kernel cache is off (CBRTGRAD_CACHE=0) or its folder "
-            f"{_cache.root()} cannot be written: there is nowhere to keep the kernels"
+            f"{_cache.root()} cannot be written or another user could change it: there is "
+            "nowhere to keep the kernels"
         )
     start = time.perf_counter()
     done: list[WarmedKernel] = []

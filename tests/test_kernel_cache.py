@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -447,3 +448,221 @@ def test_a_ufunc_counts_as_cached_only_with_its_loop_and_its_entry(monkeypatch, 
         assert _cache.status(kernel).cached == (name,)
     finally:
         _config.settings.cache_clear()
+
+
+# -- a folder another user could change is not loaded from -----------------------------------
+
+_AS_ROOT = pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="another owner needs chown (root)"
+)
+NOBODY = 65534
+
+
+def _made(path: Path, mode: int, owner: int | None = None) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(mode)
+    if owner is not None:
+        os.chown(path, owner, -1)
+    return path
+
+
+def _owner_name(uid: int) -> str:
+    import pwd
+
+    return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+
+
+#: Set-ups of the rule: (the folder asked about, made in a private tmp_path),
+#: and what is wrong (None: safe). The test process is root here, so root's
+#: folders are the user's; the test below runs the rule as another user.
+def _setups(base: Path) -> dict[str, tuple[Path, str | None]]:
+    return {
+        "private, the user's": (_made(base / "mine", 0o700) / "cbrtgrad", None),
+        "not made yet, under the user's": (base / "new" / "deeper" / "cbrtgrad", None),
+        "the user's, writable by others": (
+            _made(base / "open", 0o777),
+            f"{base / 'open'} is writable by its group and others",
+        ),
+        "the user's, writable by its group": (
+            _made(base / "group", 0o770),
+            f"{base / 'group'} is writable by its group",
+        ),
+        "another owner's": (
+            _made(base / "theirs", 0o755, NOBODY),
+            f"{base / 'theirs'} is owned by {_owner_name(NOBODY)}, not by this user",
+        ),
+        "another owner's, writable by all (/tmp/shared)": (
+            _made(base / "shared", 0o777, NOBODY) / "cbrtgrad",
+            f"{base / 'shared'} (a folder above it) is writable by its group and others",
+        ),
+        "the user's under another owner's": (
+            _made(_made(base / "above", 0o755, NOBODY) / "mine", 0o700),
+            f"{base / 'above'} (a folder above it) is owned by {_owner_name(NOBODY)}",
+        ),
+        "the user's under a sticky folder writable by all (/tmp)": (
+            _made(_made(base / "tmp", 0o1777) / "mine", 0o700),
+            None,
+        ),
+        "not made yet under a sticky folder": (_made(base / "tmp2", 0o1777) / "new", None),
+        "another owner's under a sticky folder": (
+            _made(_made(base / "tmp3", 0o1777) / "planted", 0o700, NOBODY),
+            f"{base / 'tmp3' / 'planted'} is owned by {_owner_name(NOBODY)}, not by this user",
+        ),
+        "the user's under another owner's sticky folder": (
+            _made(_made(base / "tmp4", 0o1777, NOBODY) / "mine", 0o700),
+            f"{base / 'tmp4'} (a folder above it) is writable by its group and others",
+        ),
+    }
+
+
+@_AS_ROOT
+def test_the_rule_for_a_folder_to_load_code_from(tmp_path):
+    from cbrtgrad._private_folder import unsafe_reason
+
+    base = _made(tmp_path / "base", 0o700)
+    for name, (folder, expected) in _setups(base).items():
+        assert unsafe_reason(folder) == expected, name
+    # A symbolic link is judged by where it leads, wherever it lies.
+    link = _made(base / "open", 0o777) / "link"
+    link.symlink_to(base / "mine")
+    assert unsafe_reason(link) is None
+    bad_link = base / "mine" / "to-theirs"
+    bad_link.symlink_to(base / "theirs")
+    assert unsafe_reason(bad_link) == _setups(base)["another owner's"][1]
+
+
+@_AS_ROOT
+def test_the_rule_as_another_user(tmp_path):
+    import tempfile
+
+    from cbrtgrad._private_folder import unsafe_reason
+
+    # The rule asked as NOBODY (the effective user id, which root may set
+    # and take back), where root's folders are another user's; under /tmp,
+    # where that user can reach them (tmp_path is root's alone).
+    base = Path(tempfile.mkdtemp(prefix="cbrtgrad-test-rule-"))
+    try:
+        base.chmod(0o755)
+        theirs = _made(base / "theirs", 0o700, NOBODY)
+        sticky = _made(base / "tmp", 0o1777)
+        asked = {
+            "their private folder": theirs / "cbrtgrad",
+            "root's folder": _made(base / "roots", 0o755),
+            "theirs under root's sticky folder": _made(sticky / "theirs", 0o700, NOBODY),
+            "root's under root's sticky folder": _made(sticky / "roots", 0o755) / "new",
+            "theirs under root's, under theirs": _made(
+                _made(theirs / "roots", 0o755) / "theirs", 0o700, NOBODY
+            ),
+        }
+        os.seteuid(NOBODY)
+        try:
+            answers = {name: unsafe_reason(path) for name, path in asked.items()}
+        finally:
+            os.seteuid(0)
+        assert answers == {
+            "their private folder": None,
+            "root's folder": f"{base / 'roots'} is owned by {_owner_name(0)}, not by this user",
+            "theirs under root's sticky folder": None,
+            "root's under root's sticky folder": None,
+            # root's folder is root's alone to change, and above it is theirs
+            "theirs under root's, under theirs": None,
+        }
+    finally:
+        shutil.rmtree(base)
+
+
+#: One float32 cbrt, then the PyTorch entry asked for, in a fresh process:
+#: prints what was compiled or loaded, the cache folder, and every warning.
+_SAFETY_CALL = """
+import json, warnings
+import numpy as np
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import cbrtgrad
+    from cbrtgrad import _cache, _compile
+    y = cbrtgrad.cbrt(np.array([27.0, -8.0], np.float32))
+    entry = None
+    try:
+        from cbrtgrad.torch import _native
+        entry = _native.entry()
+    except ImportError:
+        pass
+    folder = _cache.directory()
+print(json.dumps({"built": _compile.built_kernels(), "y": y.tolist(), "folder": str(folder),
+                  "entry": None if entry is None else entry.__file__,
+                  "warnings": [str(w.message) for w in caught]}))
+"""
+
+
+def _safety_call(cache: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", _SAFETY_CALL],
+        capture_output=True, text=True, env=_env(cache), cwd=ROOT, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _listing(folder: Path) -> list[tuple[str, int, int]]:
+    return sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+@pytest.fixture(scope="module")
+def whole_cache(tmp_path_factory):
+    # A cache folder as a run leaves it: the float32 kernel and, where
+    # PyTorch is, the PyTorch entry with its record.
+    good = tmp_path_factory.mktemp("whole") / "cache"
+    first = _safety_call(good)
+    assert first["built"]["ufunc cube_root float32"] == "compiled"
+    try:
+        from cbrtgrad.torch import _native
+
+        _native.EXTENSION.load()  # this run's build (loaded, or built once)
+        key = _native.EXTENSION.key()
+        shutil.copytree(_cache.root() / "torch-entry" / key, good / "cbrtgrad/torch-entry" / key)
+    except ImportError:
+        pass  # no PyTorch: the kernels only
+    return good
+
+
+@_AS_ROOT
+@pytest.mark.parametrize(
+    "setup", ["another owner's, writable by all (/tmp/shared)", "the user's, writable by others"]
+)
+def test_an_unsafe_cache_folder_is_neither_loaded_from_nor_written(tmp_path, setup, whole_cache):
+    # A whole cache, as the other user could plant it: nothing of it is
+    # loaded, nothing is written there, one warning says why.
+    folder, _ = _setups(_made(tmp_path / "base", 0o700))[setup]
+    cache = folder.parent if folder.name == "cbrtgrad" else folder
+    shutil.copytree(whole_cache / "cbrtgrad", cache / "cbrtgrad")
+    owner = NOBODY if "another owner" in setup else 0
+    for path in [cache / "cbrtgrad", *(cache / "cbrtgrad").rglob("*")]:
+        os.chown(path, owner, -1)
+    before = _listing(cache)
+    result = _safety_call(cache)
+    assert result["y"] == [3.0, -2.0]
+    assert result["built"]["ufunc cube_root float32"] == "compiled"  # in memory
+    assert result["folder"] == "None" and result["entry"] is None
+    (warning,) = [w for w in result["warnings"] if "cache folder" in w]
+    assert warning.startswith(f"cbrtgrad: the cache folder {cache / 'cbrtgrad'} is not used")
+    if owner:
+        assert f"{cache / 'cbrtgrad'} is owned by {_owner_name(NOBODY)}, not by" in warning
+    else:
+        assert f"{cache} (a folder above it) is writable by its group and others" in warning
+    assert _listing(cache) == before
+
+
+def test_a_private_cache_folder_under_a_sticky_folder_is_used(tmp_path, whole_cache):
+    sticky = _made(tmp_path / "tmp", 0o1777)  # as /tmp
+    cache = _made(sticky / "mine", 0o700)
+    shutil.copytree(whole_cache / "cbrtgrad", cache / "cbrtgrad")
+    result = _safety_call(cache)
+    assert not [w for w in result["warnings"] if "cache folder" in w]
+    assert result["folder"].startswith(str(cache / "cbrtgrad"))
+    assert result["built"]["ufunc cube_root float32"] == "loaded"
+    if "PyTorch entry" in result["built"]:
+        assert result["built"]["PyTorch entry"] == "loaded"
+        assert result["entry"].startswith(str(cache / "cbrtgrad"))
+    # Folders cbrtgrad makes are the user's alone, whatever the umask.
+    made = whole_cache / "cbrtgrad"
+    for path in [whole_cache, made, *(p.parent for p in made.glob("*/key.json"))]:
+        assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path

@@ -221,6 +221,70 @@ def test_extension_is_kept_under_its_key():
     assert Path(_build.extension().__file__).parent.name == _build.key()
 
 
+def _spoil(library, damage):
+    # A build damaged after its record was written (a copy cut short, a disk
+    # error): the loader would map past the end of a short file (SIGBUS).
+    data = library.read_bytes()
+    if damage == "truncated":
+        library.write_bytes(data[: len(data) // 2])
+    elif damage == "zero bytes":
+        library.write_bytes(b"")
+    else:
+        library.write_bytes(data[:4096] + bytes([data[4096] ^ 0x01]) + data[4097:])
+
+
+def _damaged_copy(tmp_path, damage):
+    # The run's build, copied with its record into a cache of the test's own.
+    built = Path(_build.extension().__file__)
+    folder = tmp_path / "cache" / "cbrtgrad" / "mlx-extension" / built.parent.name
+    shutil.copytree(built.parent, folder)
+    _spoil(folder / built.name, damage)
+    return folder / built.name
+
+
+_WARNINGS = (
+    "import warnings\n"
+    "with warnings.catch_warnings(record=True) as caught:\n"
+    "    warnings.simplefilter('always')\n"
+    "    import mlx.core as mx, cbrtgrad.mlx as cm\n"
+    "    from cbrtgrad.mlx import _build\n"
+    "    {}\n"
+    "for w in caught:\n    print(w.category.__name__, w.message)\n"
+)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "zero bytes", "a byte flipped"])
+def test_a_damaged_build_is_refused_before_it_is_loaded(tmp_path, damage):
+    library = _damaged_copy(tmp_path, damage)
+    done = _python(
+        _WARNINGS.format("print(_build.EXTENSION.built())"),
+        CBRTGRAD_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])  # 135: SIGBUS
+    lines = done.stdout.splitlines()
+    assert lines[0] == "None"
+    (warning,) = lines[1:]
+    assert warning.startswith(f"RuntimeWarning cbrtgrad: the MLX primitive build {library} ")
+
+
+@pytest.mark.slow
+def test_a_build_cut_short_is_built_again_by_the_first_call(tmp_path):
+    # The first cm.cbrt of a process, with the build in the cache cut short
+    # (which once killed the process with SIGBUS): built again, warning once.
+    library = _damaged_copy(tmp_path, "truncated")
+    done = _python(
+        _WARNINGS.format("print(cm.cbrt(mx.array([27.0, -8.0])).tolist())"),
+        CBRTGRAD_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    lines = done.stdout.splitlines()
+    assert lines[0] == "[3.0, -2.0]"
+    (warning,) = lines[1:]
+    assert warning.startswith(f"RuntimeWarning cbrtgrad: the MLX primitive build {library} is ")
+    assert warning.endswith("(cut short or damaged): building it again")
+    assert library.read_bytes() == Path(_build.extension().__file__).read_bytes()
+
+
 # -- dtypes ---------------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ compiler, where the build says so and the bridge runs without it.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -345,6 +346,49 @@ def test_a_failed_build_is_reported_by_warm_which_goes_on(tmp_path):
     assert line.lstrip().startswith("not built PyTorch entry")
     assert "(the bridge runs in Python: cbrtgrad.torch: building the PyTorch entry" in line
     assert "0 compiled, 0 already cached, 1 not built, in" in done.stdout
+
+
+def _spoil(library: Path, damage: str) -> None:
+    # A build damaged after its record was written (a copy cut short, a disk
+    # error): the loader would map past the end of a short file (SIGBUS).
+    data = library.read_bytes()
+    if damage == "truncated":
+        library.write_bytes(data[: len(data) // 2])
+    elif damage == "zero bytes":
+        library.write_bytes(b"")
+    else:
+        library.write_bytes(data[:4096] + bytes([data[4096] ^ 0x01]) + data[4097:])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "zero bytes", "a byte flipped"])
+def test_a_damaged_build_is_not_loaded_and_the_bridge_runs_in_python(native, damage, tmp_path):
+    # The run's build, copied with its record into a cache of the test's own,
+    # then damaged: importing the bridge warns naming the file and runs the
+    # Python route, with the api's bits.
+    built = Path(native.__file__)
+    key = built.parent.name
+    folder = tmp_path / "cache" / "cbrtgrad" / "torch-entry" / key
+    shutil.copytree(built.parent, folder)
+    library = folder / built.name
+    _spoil(library, damage)
+    done = _python(
+        "import warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import torch, cbrtgrad.torch as ct\n"
+        "    from cbrtgrad.torch import _host\n"
+        "print(_host.NATIVE[0])\n"
+        "print(ct.cbrt(torch.tensor([27.0, -8.0, 1e-40])).tolist())\n"
+        "for w in caught:\n    print(w.category.__name__, w.message)\n",
+        CBRTGRAD_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])  # 135: SIGBUS
+    lines = done.stdout.splitlines()
+    assert lines[0] == "None"
+    assert lines[1] == str(cbrtgrad.cbrt(np.array([27.0, -8.0, 1e-40], np.float32)).tolist())
+    (warning,) = [line for line in lines[2:] if "cbrtgrad" in line]
+    assert warning.startswith(f"RuntimeWarning cbrtgrad: the PyTorch entry build {library} ")
+    assert "not loaded (`cbrtgrad warm --only torch` builds it again)" in warning
 
 
 @pytest.mark.parametrize("route", ["entry", "python"])
