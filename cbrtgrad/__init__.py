@@ -12,6 +12,7 @@ Examples
 """
 
 from . import backends
+from ._cache import KernelCacheWarning
 from ._version import __version__
 from .api import cbrt, cbrt_and_grad, cbrt_grad
 from .engine import (
@@ -35,6 +36,7 @@ __all__ = [
     "AmpPolicy",
     "CubeRootBackward",
     "GradcheckError",
+    "KernelCacheWarning",
     "OpSchema",
     "Tensor",
     "__version__",

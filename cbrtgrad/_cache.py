@@ -301,3 +301,19 @@ def status(kernels: dict[str, tuple[tuple[Any, ...], str]]) -> CacheStatus:
         whole = all(index_path(f, tag, folder).exists() for f in py_funcs)
         (cached if whole else missing).append(name)
     return CacheStatus(True, str(folder), tuple(cached), tuple(missing))
+
+
+class KernelCacheWarning(RuntimeWarning):
+    """A kernel cache file was damaged: it was removed and the kernel compiled again.
+
+    Raised once per damaged file (an ``.nbi`` index or ``.nbc`` data file
+    cut short, overwritten or unreadable), naming it. The call goes on with
+    the kernel compiled anew, and the fresh entry saved for the next process.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", KernelCacheWarning)
+    ...     warnings.warn("cbrtgrad: the kernel cache file x.nbc is damaged", KernelCacheWarning)
+    """

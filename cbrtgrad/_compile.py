@@ -14,7 +14,9 @@ CPU, the settings, the versions and the kernels' source), since numba's own
 locators key an entry on the defining file's time and size only, not on the
 modules the kernel calls nor on ``CBRTGRAD_VECTOR_WIDTH``. Each cached
 function is compiled for one signature, with an index of its own (numba
-issue 4807; see :mod:`cbrtgrad._cache`).
+issue 4807; see :mod:`cbrtgrad._cache`). numba's cache class is replaced by
+:class:`cbrtgrad._cache_entries.KernelCache`, its own but that a cache file
+that fails to load is removed, named in a warning, and compiled again.
 
 NOTE: each loop's SIMD shape (its vector width and interleave) is chosen from
 the host CPU's vector ISA by :mod:`cbrtgrad._simd_shape`, whose names this
@@ -189,12 +191,17 @@ def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag
     >>> loop.address > 0
     True
     """
-    import numba
+    from numba.core import sigutils
+    from numba.core.ccallback import CFunc
 
     marked = _kernel_locator.kernel_function(py_func, tag)
-    options = {**cpu_options(), "cache": marked is not None}
+    options = {key: value for key, value in cpu_options().items() if key != "cache"}
     with compiling_for(shape):
-        compiled = numba.cfunc(signature, **options)(marked or py_func)
+        # What numba.cfunc does, with cbrtgrad's cache in place of numba's
+        # own (_cache_entries: a damaged entry is compiled again, not raised).
+        compiled = CFunc(marked or py_func, sigutils.normalize_signature(signature), {}, options)
+        _attach_cache(compiled, marked)
+        compiled.compile()
     record(name, compiled.cache_hits > 0)
     return compiled
 
@@ -243,8 +250,8 @@ def compile_njit(
     import numba
 
     marked = _kernel_locator.kernel_function(py_func, tag)
-    options = {**cpu_options(), **options, "cache": marked is not None}
-    dispatcher = numba.njit(**options)(marked or py_func)
+    dispatcher = numba.njit(**{**cpu_options(), **options, "cache": False})(marked or py_func)
+    _attach_cache(dispatcher, marked)
     return _compile_once(dispatcher, signature, shape, name, out_of_line=out_of_line)
 
 
@@ -270,9 +277,18 @@ def compile_dispatcher(
     args, _ = sigutils.normalize_signature(signature)
     if tuple(args) in dispatcher.overloads:
         return dispatcher  # compiled (and frozen) before: compile() would refuse
-    if _kernel_locator.kernel_function(dispatcher.py_func, tag, copy=False) is not None:
-        dispatcher.enable_caching()
+    marked = _kernel_locator.kernel_function(dispatcher.py_func, tag, copy=False)
+    _attach_cache(dispatcher, marked)
     return _compile_once(dispatcher, signature, shape, name, out_of_line=out_of_line)
+
+
+def _attach_cache(compiled: Any, marked: Any) -> None:
+    # numba's cache=True, through a cache that compiles a damaged entry
+    # again; none where the cache is off (``marked`` None).
+    if marked is not None:
+        from . import _cache_entries
+
+        _cache_entries.attach(compiled, marked)
 
 
 def _compile_once(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import stat
 import subprocess
@@ -19,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 
@@ -666,3 +668,162 @@ def test_a_private_cache_folder_under_a_sticky_folder_is_used(tmp_path, whole_ca
     made = whole_cache / "cbrtgrad"
     for path in [whole_cache, made, *(p.parent for p in made.glob("*/key.json"))]:
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
+
+#: Runs three float32 kernels in a fresh process: the forward ufunc, the
+#: gradient ufunc (each a cfunc loop calling a cfunc block entry) and the
+#: parallel forward loop (an njit prange function); prints what was built,
+#: the results' bits and every warning raised.
+_THREE_CALLS = """
+import json, warnings
+import numpy as np
+import cbrtgrad
+from cbrtgrad import _compile
+x = np.concatenate([np.arange(-20, 21, dtype=np.float32) ** 3, np.linspace(-7, 9, 3001)])
+x = x[x != 0].astype(np.float32)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    y = cbrtgrad.cbrt(x)
+    dx = cbrtgrad.cbrt_grad(np.ones_like(y), y)
+    threaded = cbrtgrad.cbrt(x, backend="parallel")
+print(json.dumps({
+    "built": _compile.built_kernels(),
+    "bits": {name: a.tobytes().hex() for name, a in (("y", y), ("dx", dx), ("threaded", threaded))},
+    "cubes": [float(v) for v in y[:40]],
+    "warnings": [[w.category.__name__, str(w.message)] for w in caught],
+}))
+"""
+
+#: The three kernels _THREE_CALLS builds, and the file of each that the
+#: damage tests break: the forward's loop (a cfunc), the gradient's block
+#: entry (a cfunc the loop calls by address) and the prange loop (an njit
+#: dispatcher).
+_THREE_KERNELS = (
+    "ufunc cube_root float32",
+    "ufunc cube_root_grad float32",
+    "parallel forward float32",
+)
+_DAMAGED_PARTS = (
+    "cpu_ufuncs.forward_loop_f32-",
+    "grad_blocks.grad_f32_at-",
+    "prange_loops._forward_loop-",
+)
+
+
+def _three_calls(cache: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", _THREE_CALLS],
+        capture_output=True,
+        text=True,
+        env=_env(cache),
+        cwd=ROOT,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def three_kernels_cached(tmp_path_factory):
+    """A cache folder holding the three kernels of _THREE_CALLS, and what they gave."""
+    cache = tmp_path_factory.mktemp("three")
+    first = _three_calls(cache)
+    assert first["built"] == dict.fromkeys(_THREE_KERNELS, "compiled")
+    assert first["warnings"] == []
+    # Perfect cubes first: their roots are exact.
+    assert first["cubes"] == [float(k) for k in range(-20, 21) if k != 0]
+    return cache, first
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+#: Ways a cache file is found damaged: cut short (a full disk, an
+#: interrupted copy), emptied, overwritten with bytes that are no pickle, or
+#: with a pickle of something else.
+_DAMAGES = {
+    "truncated .nbc": (".1.nbc", _truncate),
+    "garbage .nbc": (".1.nbc", lambda path: path.write_bytes(b"\x00not a pickle\xff" * 64)),
+    "other pickle .nbc": (".1.nbc", lambda path: path.write_bytes(pickle.dumps(("a", 1)))),
+    "truncated .nbi": (".nbi", _truncate),
+    "empty .nbi": (".nbi", lambda path: path.write_bytes(b"")),
+    "garbage .nbi": (".nbi", lambda path: path.write_bytes(b"\x80\x05garbage" * 64)),
+}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    # An index of garbage fails where a truncated one does (numba's first
+    # read of the index): the nightly run only.
+    [pytest.param(d, marks=pytest.mark.slow) if d == "garbage .nbi" else d for d in _DAMAGES],
+)
+def test_a_damaged_entry_is_compiled_again_with_one_warning_naming_it(
+    three_kernels_cached, tmp_path, damage
+):
+    cached, first = three_kernels_cached
+    cache = tmp_path / "cache"
+    shutil.copytree(cached, cache)
+    (folder,) = [p for p in (cache / "cbrtgrad").iterdir() if p.is_dir()]
+    suffix, spoil = _DAMAGES[damage]
+    damaged = []
+    for part in _DAMAGED_PARTS:
+        (path,) = folder.glob(f"{part}*{suffix}")
+        spoil(path)
+        damaged.append(path)
+    # Each damaged kernel is compiled again, with the bits of the first build.
+    again = _three_calls(cache)
+    assert again["bits"] == first["bits"]
+    assert again["built"] == dict.fromkeys(_THREE_KERNELS, "compiled")
+    # One warning per damaged file, naming it, and no other warning.
+    assert sorted(w[0] for w in again["warnings"]) == ["KernelCacheWarning"] * 3
+    for path in damaged:
+        (message,) = [w[1] for w in again["warnings"] if str(path) in w[1]]
+        assert "is damaged" in message and "compiled again and saved" in message
+    # The fresh entries were saved: the next process loads them, silently.
+    third = _three_calls(cache)
+    assert third["warnings"] == []
+    assert third["built"] == dict.fromkeys(_THREE_KERNELS, "loaded")
+    assert third["bits"] == first["bits"]
+    assert not [p for p in folder.iterdir() if ".tmp." in p.name]
+
+
+def test_a_damaged_entry_that_cannot_be_removed_is_compiled_in_each_process(
+    three_kernels_cached, tmp_path
+):
+    # A folder where the forward's data file was: it cannot be read, nor
+    # removed (os.remove refuses a folder), nor replaced by numba's rename.
+    cached, first = three_kernels_cached
+    cache = tmp_path / "cache"
+    shutil.copytree(cached, cache)
+    (folder,) = [p for p in (cache / "cbrtgrad").iterdir() if p.is_dir()]
+    (path,) = folder.glob(f"{_DAMAGED_PARTS[0]}*.1.nbc")
+    path.unlink()
+    path.mkdir()
+    for _ in range(2):
+        result = _three_calls(cache)
+        assert result["bits"] == first["bits"]
+        assert result["built"]["ufunc cube_root float32"] == "compiled"
+        assert result["built"]["parallel forward float32"] == "loaded"
+        ((category, message),) = result["warnings"]
+        assert category == "KernelCacheWarning" and str(path) in message
+        assert "could not be removed" in message and "not saved" in message
+    assert path.is_dir()
+
+
+def test_numba_keeps_a_functions_cache_where_cbrtgrad_replaces_it():
+    # _cache_entries.attach sets the cache where numba's enable_caching
+    # does: if numba kept it elsewhere, cbrtgrad's kernels would be cached
+    # by numba's own class (a damaged entry raising again) or not at all.
+    from numba.core.caching import FunctionCache
+    from numba.core.ccallback import CFunc
+    from numba.core.sigutils import normalize_signature
+
+    dispatcher = numba.njit(_triple_of)
+    dispatcher.enable_caching()
+    assert type(dispatcher._cache) is FunctionCache
+    callback = CFunc(_triple_of, normalize_signature("float64(float64)"), {}, {})
+    callback.enable_caching()
+    assert type(callback._cache) is FunctionCache
+
+
+def _triple_of(x):
+    return 3 * x

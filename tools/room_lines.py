@@ -61,6 +61,7 @@ ROOMS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_simd_shape.py",
             "_cache.py",
             "_kernel_locator.py",
+            "_cache_entries.py",
             "_native_build.py",
             "_isa.py",
             "_config.py",
