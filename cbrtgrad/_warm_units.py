@@ -113,29 +113,43 @@ def _buffer_loops(dtypes: tuple[str, ...], threads: tuple[bool, ...]) -> dict[st
     }
 
 
-def _units() -> dict[str, dict[str, Callable[[], object]]]:
-    # The kernels of each group, by the name _compile.built_kernels() gives
-    # them, with the function that builds each (one may build several: the
-    # numba API's float64 block functions also build its rare paths): every
-    # kernel op's, from its entry (kernels/kernel_ops.py). NOTE: the ops in
-    # reverse, so that the gradients and the fused loops, the longest to
-    # compile, come first.
+def _subnormal_mode() -> object:
+    from .kernels import denormals
+
+    return denormals.mode_functions()
+
+
+def _every_unit() -> dict[str, Callable[[], object]]:
+    # Every kernel of this machine, by the name _compile.built_kernels()
+    # gives it, with the function that builds it (one may build several: the
+    # numba API's float64 block functions also build its rare paths; the
+    # subnormal mode's keep also builds its restore): every kernel op's, from
+    # its entry (kernels/kernel_ops.py). In the order warm hands them out,
+    # heaviest first: the C++ builds (15 to 25 s on 2 cores, a compiler's one
+    # process each), so that the numba kernels fill in beside them; then the
+    # ops in reverse, so that the gradients and the fused loops, the longest
+    # to compile, come first.
     elementary = tuple(reversed(ELEMENTARY))
-    ufuncs = {
+    units: dict[str, Callable[[], object]] = {}
+    if _has_entry():
+        units["PyTorch entry"] = _torch_entry
+    if _has_mlx():
+        units["MLX primitive"] = _mlx_primitive
+    units |= {
         f"ufunc {op.name} {dtype}": _ufunc(op.name, dtype) for dtype in _ORDER for op in elementary
     }
-    parallel = {
+    units |= {
         f"parallel {name} {dtype}": _parallel(name, dtype)
         for dtype in _ORDER
         for op in reversed(KERNEL_OPS.values())
         for name in op.parallel_loops
     }
-    numba_api = {
+    units |= {
         f"user block {op.kernel} {dtype}": _user_block(op.kernel, dtype)
         for dtype in _ORDER
         for op in elementary
     }
-    jax = {
+    units |= {
         f"XLA FFI {op.kernel} {dtype}{' threads' if threaded else ''}": _xla_handler(
             op.kernel, dtype, threaded
         )
@@ -143,40 +157,84 @@ def _units() -> dict[str, dict[str, Callable[[], object]]]:
         for dtype in _ORDER
         for op in elementary
     }
-    # The C++ builds first, the longest units (15 to 25 s on 2 cores, a
-    # compiler's one process each): the numba kernels fill in beside them.
-    units: dict[str, dict[str, Callable[[], object]]] = {}
-    has_mlx = importlib.util.find_spec("mlx") is not None
-    # The PyTorch entry is a speed-up only: where no compiler could build it,
-    # there is nothing to warm (the bridge runs without it).
-    has_torch = importlib.util.find_spec("torch") is not None and compiler() is not None
-    if has_torch:
-        units["torch"] = {"PyTorch entry": _torch_entry}
-    if has_mlx:
-        units["mlx"] = {"MLX primitive": _mlx_primitive}
-    units |= {"ufunc": ufuncs, "parallel": parallel, "numba": numba_api, "jax": jax}
-    if has_mlx:  # every loop the MLX primitive calls, where it runs
-        every = ("float32", "float64", "float16", "bfloat16")
-        units["buffers"] = _buffer_loops(every, (False, True))
-    elif has_torch:  # those the PyTorch entry calls (serial, float32 and float64)
-        units["buffers"] = _buffer_loops(("float32", "float64"), (False,))
+    if _has_mlx():  # every loop the MLX primitive calls, where it runs
+        units |= _buffer_loops(("float32", "float64", "float16", "bfloat16"), (False, True))
+    elif _has_entry():  # those the PyTorch entry calls (serial, float32 and float64)
+        units |= _buffer_loops(("float32", "float64"), (False,))
+    units["keep subnormals"] = _subnormal_mode
     return units
 
 
-#: What each group holds, for ``cbrtgrad warm --help`` and the docs.
+def _has_torch() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def _has_entry() -> bool:
+    # The PyTorch entry is a speed-up only: where no compiler could build it,
+    # there is nothing of it to warm (the bridge runs without it).
+    return _has_torch() and compiler() is not None
+
+
+def _has_mlx() -> bool:
+    return importlib.util.find_spec("mlx") is not None
+
+
+def _groups() -> dict[str, tuple[str, ...]]:
+    # The names in each group, a kernel in as many groups as run it. A
+    # bridge's group is everything the bridge runs on the CPU, so that
+    # ``warm --only <bridge>`` leaves its first call nothing to compile:
+    # what its own code calls, and the api's kernels for the calls it hands
+    # to cbrtgrad's api (the ufuncs; the parallel loops the automatic choice
+    # takes for large arrays; the subnormal mode the bridges' calls run in).
+    every = _every_unit()
+
+    def named(*prefixes: str) -> tuple[str, ...]:
+        return tuple(name for name in every if name.startswith(prefixes))
+
+    host_api = named("ufunc ", "parallel ", "keep subnormals")
+    groups = {
+        "ufunc": named("ufunc "),
+        "parallel": named("parallel "),
+        "numba": named("user block "),
+        # The XLA FFI handlers for float32 and float64, the api through
+        # jax.pure_callback for half precision (and route="callback").
+        "jax": named("XLA FFI ") + host_api,
+    }
+    if _has_mlx():  # its C++ primitive, which calls the buffer loops of every dtype
+        groups["mlx"] = named("MLX primitive", "buffer loop ")
+    if _has_torch():
+        # Its C++ entry where a compiler built it, for small calls outside
+        # autograd, and the serial float32 and float64 loops the entry calls;
+        # the api for the rest.
+        entry = named("PyTorch entry")
+        loops = named(*(f"buffer loop {op.kernel} {d}" for op in ELEMENTARY for d in _ORDER))
+        loops = tuple(name for name in loops if entry and not name.endswith(" threads"))
+        groups["torch"] = entry + loops + host_api
+    if _has_mlx() or _has_entry():
+        groups["buffers"] = named("buffer loop ")
+    # Each group in warm's order (heaviest first).
+    return {group: tuple(n for n in every if n in names) for group, names in groups.items()}
+
+
+def build_of(name: str) -> Callable[[], object]:
+    """The function that builds the kernel ``name`` (one of :func:`kernel_names`)."""
+    return _every_unit()[name]
+
+
+#: What each group holds, one line each, for ``cbrtgrad warm --help`` and the docs.
 GROUPS = {
     "ufunc": "the single-thread ufuncs (the cpu backend, dask blocks)",
     "parallel": "the multi-threaded prange loops (the parallel backend)",
     "numba": "the block functions cbrtgrad.numba gives users' own loops",
-    "jax": "the XLA FFI handlers of cbrtgrad.jax on the CPU",
-    "mlx": "cbrtgrad.mlx's C++ primitive (where MLX is installed)",
-    "torch": "cbrtgrad.torch's C++ entry for small calls (where PyTorch and a C++ compiler are)",
-    "buffers": "the loops on raw buffers the MLX primitive and the PyTorch entry call",
+    "jax": "all cbrtgrad.jax runs on the CPU: XLA FFI handlers, the api's kernels",
+    "mlx": "all cbrtgrad.mlx runs on the CPU: its C++ primitive and its loops",
+    "torch": "all cbrtgrad.torch runs on the CPU: C++ entry, loops, api's kernels",
+    "buffers": "the loops on raw buffers the MLX primitive and PyTorch entry call",
 }
 #: What a group that is not here needs.
 _NEEDS = {
     "mlx": "MLX: pip install 'cbrtgrad[mlx]'",
-    "torch": "PyTorch and a C++ compiler: pip install 'cbrtgrad[torch]'",
+    "torch": "PyTorch: pip install 'cbrtgrad[torch]'",
     "buffers": "MLX or PyTorch: pip install 'cbrtgrad[mlx]' or 'cbrtgrad[torch]'",
 }
 
@@ -206,16 +264,16 @@ def kernel_names(only: Iterable[str] | str | None = None) -> list[str]:
     >>> kernel_names(["parallel fused float32", "ufunc cube_root float32"])
     ['parallel fused float32', 'ufunc cube_root float32']
     """
-    units = _units()
+    units = _groups()
     if only is None:
-        return [name for group in units.values() for name in group]
+        return list(_every_unit())
     if isinstance(only, str):
         only = [part.strip() for part in only.split(",") if part.strip()]
     try:
         wanted = list(only)
     except TypeError:
         raise TypeError(f"only must be group or kernel names, got {type(only).__name__}") from None
-    everything = [name for group in units.values() for name in group]
+    everything = _every_unit()
     names: list[str] = []
     for item in wanted:
         if not isinstance(item, str):

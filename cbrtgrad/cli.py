@@ -12,6 +12,7 @@ import os
 import platform
 import select
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -184,6 +185,17 @@ def _kernel_selection(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("only: ")) from None
 
 
+def _warm_groups() -> str:
+    """``warm --help``'s list of the groups ``--only`` takes, one line each."""
+    from .warming import GROUPS
+
+    width = max(map(len, GROUPS))
+    lines = [f"  {name:<{width}}  {what}" for name, what in GROUPS.items()]
+    return "\n".join(
+        ["groups for --only (mlx, torch and buffers where their library is installed):", *lines]
+    )
+
+
 def cmd_warm(args: argparse.Namespace) -> int:
     from . import _progress, warming
 
@@ -271,19 +283,24 @@ def build_parser() -> argparse.ArgumentParser:
     warm = sub.add_parser(
         "warm",
         help="compile every kernel for this machine into the kernel cache, ahead of first use",
-        description="Compile every kernel for this CPU and these settings into the kernel cache "
-        "(the folder `cbrtgrad info` shows), in worker processes side by side; kernels already "
-        "cached are only checked. For a Docker image, a CI cache or a cluster's workers "
-        "(docs/cache.md).",
+        # Wrapped here: the raw formatter keeps the group list's lines as they are.
+        description=textwrap.fill(
+            "Compile every kernel for this CPU and these settings into the kernel cache "
+            "(the folder `cbrtgrad info` shows), in worker processes side by side; kernels "
+            "already cached are only checked. For a Docker image, a CI cache or a cluster's "
+            "workers (docs/cache.md).",
+            width=78,
+        ),
+        epilog=_warm_groups(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     warm.add_argument(
         "--only",
         type=_kernel_selection,
         default=None,
         metavar="NAMES",
-        help="comma-separated groups, ufunc (the cpu backend), parallel (the parallel backend), "
-        "numba (cbrtgrad.numba) and jax (cbrtgrad.jax's CPU handlers), or kernels by the names "
-        "this command prints; default all",
+        help="comma-separated groups (below) or kernels by the names this command prints; "
+        "default all",
     )
     warm.add_argument(
         "-j", "--jobs", type=positive, default=None, help="processes (default: one per CPU)"

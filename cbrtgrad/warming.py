@@ -28,14 +28,14 @@ from typing import Any
 
 from . import _cache, _compile
 from ._warm_report import WarmedKernel, WarmReport
-from ._warm_units import GROUPS, OptionalUnitFailed, _units, kernel_names, use_built
+from ._warm_units import GROUPS, OptionalUnitFailed, build_of, kernel_names, use_built
 
 __all__ = ["GROUPS", "kernel_names", "warm"]
 
 
 def _build(name: str) -> WarmedKernel:
     """Build one kernel in this (worker) process: compiled, or loaded from the cache."""
-    (build,) = [units[name] for units in _units().values() if name in units]
+    build = build_of(name)
     before = _compile.built_kernels()
     start = time.perf_counter()
     try:
@@ -151,8 +151,9 @@ def warm(
     ----------
     only : iterable of str, or str, optional
         Which kernels: groups (keys of ``cbrtgrad.warming.GROUPS``: ``"ufunc"``,
-        ``"parallel"``, ``"numba"``, ``"jax"``) or kernels by name
-        (:func:`cbrtgrad.warming.kernel_names`); default all.
+        ``"parallel"``, ``"numba"``, ``"buffers"``, and ``"jax"``, ``"mlx"``,
+        ``"torch"``: everything that bridge runs on the CPU) or kernels by
+        name (:func:`cbrtgrad.warming.kernel_names`); default all.
     jobs : int, optional
         Worker processes compiling side by side (default: one per CPU), each
         a fresh interpreter: this process builds nothing itself.
