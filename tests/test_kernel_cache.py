@@ -669,6 +669,7 @@ def test_a_private_cache_folder_under_a_sticky_folder_is_used(tmp_path, whole_ca
     for path in [whole_cache, made, *(p.parent for p in made.glob("*/key.json"))]:
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
 
+
 #: Runs three float32 kernels in a fresh process: the forward ufunc, the
 #: gradient ufunc (each a cfunc loop calling a cfunc block entry) and the
 #: parallel forward loop (an njit prange function); prints what was built,
