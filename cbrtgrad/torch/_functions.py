@@ -1,41 +1,36 @@
-"""The public functions: ``cbrt``, ``cbrt_grad`` and ``cbrt_and_grad`` on tensors.
+"""The public functions ``cbrt``, ``cbrt_grad`` and ``cbrt_and_grad``, and the ops' autograd.
 
-Each applies PyTorch's argument rules (:mod:`._arguments`; tensors of one
-float32/float64 dtype, shape and device skip them, as they would leave
-them), then calls its custom op (:mod:`._ops`) through an
-``autograd.Function``, unless no autograd would record the call
-(:func:`._routes.untracked`); then it calls the CPU kernel (:mod:`._host`)
-directly, as the backward does for the gradient when it builds no graph.
-:mod:`._routes` says which way a call goes, and calls a Function's C++
-``apply`` without ``Function.apply``'s Python.
+Each public function applies PyTorch's argument rules (:mod:`._arguments`;
+tensors of one float32/float64 dtype, shape and device skip them, as they
+would leave them), then goes one of three ways (:mod:`._routes`):
 
-NOTE: why ``autograd.Function`` around the custom ops, when the ops have
-their own ``register_autograd``: ``torch.func.grad``, ``jacrev`` and
-``vjp`` refuse an op whose autograd comes from ``register_autograd`` alone
-("must override the setup_context staticmethod", PyTorch issues 168393
-and 179652). A ``Function`` with ``setup_context`` and
-``generate_vmap_rule = True`` transforms under ``torch.func`` (its vmap rule
-runs the ops' ``register_vmap`` rules); the ops keep ``register_autograd``
-for their direct callers and for ``torch.library.opcheck``. Both backwards
-are the same derivatives (:mod:`._derivatives`): here with these Functions,
-so that a backward is itself a Function that ``torch.func`` can
-differentiate again.
+* a call that no autograd records on plain CPU tensors: the CPU kernel
+  (:mod:`._host`), in C++ where the entry is built (:mod:`._native`);
+* an eager call on plain CPU tensors that autograd records: its op's
+  ``autograd.Function`` below, by its C++ ``apply``;
+* every other call, traced or transformed (``torch.compile``,
+  ``torch.export``, ``torch.func``, ``forward_ad``, PyTorch's batched
+  gradients, ``torch.jit``), and on other tensors: the op
+  (``torch.ops.cbrtgrad.*``, :mod:`._ops`), whose autograd kernel is the
+  same Function (:func:`._ops.register_autograd`).
 
-Each Function comes twice: ``Traced*`` (reverse mode) and a subclass with a
-``jvp`` (forward mode too). Eager calls take the subclass; ``torch.compile``
-traces the other, because dynamo refuses a ``Function`` with a custom
-``jvp`` (a graph break, "Unsupported custom jvp").
+So there is one Function per op: its ``setup_context`` saves what the op's
+schema says, its ``backward`` and ``jvp`` are the derivatives of
+:mod:`._derivatives`, made of the gradient op, so every derivative is
+differentiable again, in reverse and forward mode. The eager call applies
+it with a forward that calls the CPU kernel (the route has checked that the
+op would do nothing else, :func:`._ops.reaches_cpu_kernel`: the op's Python
+dispatch is 10 to 20 µs); the op's autograd kernel applies its twin
+(:data:`OP_FUNCTIONS`), whose forward is the op below autograd. Both make
+the node ``CubeRootBackward`` (``CubeRootGradBackward``, ...).
 
-The eager subclasses' forwards call the CPU kernels (:mod:`._host`)
-themselves when the dispatcher would do nothing but run them
-(:func:`._ops.reaches_cpu_kernel`), and the ops otherwise: the bits are the
-same, the dispatcher's Python (10 to 20 µs a call) is skipped. A profile
-then shows the Function's node (``CubeRoot``), not the op.
+TorchScript compiles the public functions' ``torch.jit.is_scripting()``
+branch, a call of the op, as torchvision's ops do; ``torch.jit.trace``
+records the op (a trace is a mode under which every call is the op's).
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
@@ -45,12 +40,14 @@ from . import _arguments, _derivatives, _host, _ops, _routes
 
 
 def _grad(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    if g.dtype is y.dtype and y.dtype in _routes.KERNEL_DTYPES and g.shape == y.shape:
+    # NOTE: the shapes are compared only where untracked (so not in a
+    # torch.jit trace, which would record the test, with a TracerWarning).
+    if g.dtype is y.dtype and y.dtype in _routes.KERNEL_DTYPES:
         if _routes.untracked_float(g, y):  # NOTE: hot path (a backward without create_graph)
-            return _host.cube_root_grad(g, y, y.shape)
+            return _host.cube_root_grad(g, y, y.shape if g.shape == y.shape else _grad_shape(g, y))
     elif _routes.untracked(g, y):
         return _host.cube_root_grad(g, y, _grad_shape(g, y))
-    return _routes.apply(CubeRootGrad, TracedCubeRootGrad, g, y)  # type: ignore[no-any-return]
+    return _routes.call(CubeRootGrad, _ops.cube_root_grad, g, y)
 
 
 def _grad_shape(g: torch.Tensor, y: torch.Tensor) -> torch.Size:
@@ -62,42 +59,23 @@ def _fused_shape(x: torch.Tensor, g: torch.Tensor) -> torch.Size:
     return _arguments.kernel_shape(x, g, ("x", "g"), _ops.CUBE_ROOT_AND_GRAD)
 
 
-class TracedCubeRoot(torch.autograd.Function):
-    """``y = cbrt(x)``, saving ``y``: reverse mode only (what ``torch.compile`` traces)."""
-
-    generate_vmap_rule = True
+class CubeRoot(torch.autograd.Function):
+    """``y = cbrt(x)``, saving ``y``. Its node is ``CubeRootBackward``, as the engine's."""
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        return _ops.cube_root(x)  # type: ignore[no-any-return]
+        return _host.cube_root(x)  # NOTE: hot path (one element requiring grad)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         ctx.save_for_backward(output)  # the output, not the input (the op's schema)
+        if _ops.forward_mode():
+            ctx.save_for_forward(output)
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         (y,) = ctx.saved_tensors
         return _derivatives.cube_root(_grad, gy, y, y.shape)  # y has x's shape
-
-
-class CubeRoot(TracedCubeRoot):
-    """``y = cbrt(x)`` with forward mode too. Its node is ``CubeRootBackward``, as the engine's."""
-
-    @staticmethod
-    def forward(x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        if x.dtype in _routes.KERNEL_DTYPES:
-            if _ops.reaches_float_kernel(x):  # NOTE: hot path (one element requiring grad)
-                return _host.cube_root(x)
-        elif _ops.reaches_cpu_kernel(x):
-            return _host.cube_root(x)
-        return _ops.cube_root(x)  # type: ignore[no-any-return]
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        ctx.save_for_backward(output)
-        if _routes.forward_mode():
-            ctx.save_for_forward(output)
 
     @staticmethod
     def jvp(ctx: Any, tx: torch.Tensor) -> torch.Tensor:
@@ -105,42 +83,25 @@ class CubeRoot(TracedCubeRoot):
         return _derivatives.cube_root_jvp(_grad, tx, y)
 
 
-class TracedCubeRootGrad(torch.autograd.Function):
+class CubeRootGrad(torch.autograd.Function):
     """``g / (3 y^2)``, saving ``g`` and ``y``, differentiable again through itself."""
-
-    generate_vmap_rule = True
 
     @staticmethod
     def forward(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        return _ops.cube_root_grad(g, y)  # type: ignore[no-any-return]
+        if g.dtype is y.dtype and y.dtype in _routes.KERNEL_DTYPES and g.shape == y.shape:
+            return _host.cube_root_grad(g, y, y.shape)
+        return _host.cube_root_grad(g, y, _grad_shape(g, y))
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         ctx.save_for_backward(*inputs)
+        if _ops.forward_mode():
+            ctx.save_for_forward(*inputs)
 
     @staticmethod
     def backward(ctx: Any, gz: torch.Tensor) -> tuple[Any, Any]:  # type: ignore[override]
         g, y = ctx.saved_tensors
         return _derivatives.cube_root_grad(_grad, gz, g, y, ctx.needs_input_grad)
-
-
-class CubeRootGrad(TracedCubeRootGrad):
-    """``g / (3 y^2)`` with forward mode too."""
-
-    @staticmethod
-    def forward(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        if g.dtype is y.dtype and y.dtype in _routes.KERNEL_DTYPES and g.shape == y.shape:
-            if _ops.reaches_float_kernel(g, y):
-                return _host.cube_root_grad(g, y, y.shape)
-        elif _ops.reaches_cpu_kernel(g, y):
-            return _host.cube_root_grad(g, y, _grad_shape(g, y))
-        return _ops.cube_root_grad(g, y)  # type: ignore[no-any-return]
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        TracedCubeRootGrad.setup_context(ctx, inputs, output)
-        if _routes.forward_mode():
-            ctx.save_for_forward(*inputs)
 
     @staticmethod
     def jvp(ctx: Any, tg: torch.Tensor | None, ty: torch.Tensor | None) -> Any:
@@ -148,20 +109,22 @@ class CubeRootGrad(TracedCubeRootGrad):
         return _derivatives.cube_root_grad_jvp(_grad, tg, ty, g, y)
 
 
-class TracedCubeRootAndGrad(torch.autograd.Function):
+class CubeRootAndGrad(torch.autograd.Function):
     """``(cbrt(x), g / (3 y^2))``, saving ``y`` and ``g``."""
-
-    generate_vmap_rule = True
 
     @staticmethod
     def forward(x: torch.Tensor, g: torch.Tensor) -> Any:  # type: ignore[override]
-        return _ops.cube_root_and_grad(x, g)
+        if x.dtype is g.dtype and x.dtype in _routes.KERNEL_DTYPES and x.shape == g.shape:
+            return _host.cube_root_and_grad(x, g, x.shape)
+        return _host.cube_root_and_grad(x, g, _fused_shape(x, g))
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         x, g = inputs
         ctx.save_for_backward(output[0], g)
         ctx.shapes = (x.shape, g.shape)
+        if _ops.forward_mode():
+            ctx.save_for_forward(output[0], g)
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor, gdx: torch.Tensor) -> tuple[Any, Any]:  # type: ignore[override]
@@ -170,45 +133,42 @@ class TracedCubeRootAndGrad(torch.autograd.Function):
             _grad, gy, gdx, g, y, ctx.shapes, ctx.needs_input_grad
         )
 
-
-class CubeRootAndGrad(TracedCubeRootAndGrad):
-    """``(cbrt(x), g / (3 y^2))`` with forward mode too."""
-
-    @staticmethod
-    def forward(x: torch.Tensor, g: torch.Tensor) -> Any:  # type: ignore[override]
-        if x.dtype is g.dtype and x.dtype in _routes.KERNEL_DTYPES and x.shape == g.shape:
-            if _ops.reaches_float_kernel(x, g):
-                return _host.cube_root_and_grad(x, g, x.shape)
-        elif _ops.reaches_cpu_kernel(x, g):
-            return _host.cube_root_and_grad(x, g, _fused_shape(x, g))
-        return _ops.cube_root_and_grad(x, g)
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        TracedCubeRootAndGrad.setup_context(ctx, inputs, output)
-        if _routes.forward_mode():
-            ctx.save_for_forward(output[0], inputs[1])
-
     @staticmethod
     def jvp(ctx: Any, tx: torch.Tensor | None, tg: torch.Tensor | None) -> Any:
         y, g = ctx.saved_tensors
         return _derivatives.cube_root_and_grad_jvp(_grad, tx, tg, g, y)
 
 
-# NOTE: Function.apply binds the forward's default arguments through
-# inspect.signature on every call when setup_context is defined (PyTorch
-# 2.13, torch/autograd/function.py); a signature kept on the function is
-# found at once instead of being built again: one element's ``cbrt`` 42 to
-# 35 us (AMD Zen 4).
-for _function in (
-    TracedCubeRoot,
-    TracedCubeRootGrad,
-    TracedCubeRootAndGrad,
-    CubeRoot,
-    CubeRootGrad,
-    CubeRootAndGrad,
-):
-    _function.forward.__signature__ = inspect.signature(_function.forward)  # type: ignore[union-attr]
+def _op_twin(function: Any, op: Any) -> Any:
+    """``function`` for ``op``'s autograd kernel: its forward is ``op`` below autograd.
+
+    The same class otherwise (its name, so the node is ``CubeRootBackward``
+    on every route, its saves and derivatives): the eager ``function``'s
+    forward calls the CPU kernel, which :func:`._routes.call` has checked
+    is all the op would run.
+    """
+
+    def forward(*args: torch.Tensor) -> Any:
+        return _ops.below_autograd(op, *args)
+
+    doc = f"{function.__name__}, whose forward is the op {op._schema.name} below autograd."
+    return type(function.__name__, (function,), {"forward": staticmethod(forward), "__doc__": doc})
+
+
+#: The ops' autograd: each op's Function (:func:`._ops.register_autograd`).
+OP_FUNCTIONS = {
+    op: _op_twin(function, op)
+    for op, function in (
+        (_ops.cube_root, CubeRoot),
+        (_ops.cube_root_grad, CubeRootGrad),
+        (_ops.cube_root_and_grad, CubeRootAndGrad),
+    )
+}
+for _op, _function in OP_FUNCTIONS.items():
+    _ops.register_autograd(_op, _function)
+_scripting = (
+    torch.jit.is_scripting
+)  # NOTE: TorchScript knows it by identity; a name less to look up
 
 
 def cbrt(x: torch.Tensor) -> torch.Tensor:
@@ -254,23 +214,26 @@ def cbrt(x: torch.Tensor) -> torch.Tensor:
     >>> ct.cbrt(torch.tensor([1, 8, 64]))
     tensor([1., 2., 4.])
     """
-    y = _host.entry_result("cube_root", x)  # NOTE: hot path: a small untracked call, in C++
-    if y is not None:
-        return y  # type: ignore[no-any-return]
-    if type(x) is torch.Tensor and x.dtype in _routes.KERNEL_DTYPES:
-        # NOTE: hot path: PyTorch's rules and autocast leave these as they are.
-        if not (x.requires_grad and torch.is_grad_enabled()):
-            y = _routes.cube_root_now(x)
-            if y is not None:
-                return y
-            if _routes.untracked_float(x):
+    if not _scripting():  # TorchScript compiles the op's call below, as torchvision's ops
+        y = _host.entry_result("cube_root", x)  # NOTE: hot path: a small untracked call, in C++
+        if y is not None:
+            return y  # type: ignore[no-any-return]
+        if type(x) is torch.Tensor and x.dtype in _routes.KERNEL_DTYPES:
+            # NOTE: hot path: PyTorch's rules and autocast leave these as they are.
+            if not (x.requires_grad and torch.is_grad_enabled()):
+                y = _routes.cube_root_now(x)
+                if y is not None:
+                    return y
+                if _routes.untracked_float(x):
+                    return _host.cube_root(x)
+        else:
+            x = _arguments.one(x, "x", "cbrtgrad.torch.cbrt")
+            x = _arguments.autocast(x, CubeRootBackward.schema)
+            if _routes.untracked(x):
                 return _host.cube_root(x)
-    else:
-        x = _arguments.one(x, "x", "cbrtgrad.torch.cbrt")
-        x = _arguments.autocast(x, CubeRootBackward.schema)
-        if _routes.untracked(x):
-            return _host.cube_root(x)
-    return _routes.apply(CubeRoot, TracedCubeRoot, x)  # type: ignore[no-any-return]
+            return _routes.call(CubeRoot, _ops.cube_root, x)  # type: ignore[no-any-return]
+        return _routes.call_float(CubeRoot, _ops.cube_root, x)  # type: ignore[no-any-return]
+    return torch.ops.cbrtgrad.cube_root(_script_float(x))
 
 
 def cbrt_grad(g: Any, y: Any) -> torch.Tensor:
@@ -305,12 +268,15 @@ def cbrt_grad(g: Any, y: Any) -> torch.Tensor:
     >>> ct.cbrt_grad(torch.tensor([12.0, 1.0, 1.0]), torch.tensor([2.0, -1.0, 0.0]))
     tensor([1.0000, 0.3333,    inf])
     """
-    dx = _host.entry_result("cube_root_grad", g, y)  # NOTE: hot path: as cbrt's
-    if dx is not None:
-        return dx  # type: ignore[no-any-return]
-    if not _routes.one_float(g, y):
-        g, y = _arguments.two(g, y, ("g", "y"), "cbrtgrad.torch.cbrt_grad")
-    return _grad(g, y)
+    if not _scripting():  # TorchScript compiles the op's call below, as torchvision's ops
+        dx = _host.entry_result("cube_root_grad", g, y)  # NOTE: hot path: as cbrt's
+        if dx is not None:
+            return dx  # type: ignore[no-any-return]
+        if not _routes.one_float(g, y):
+            g, y = _arguments.two(g, y, ("g", "y"), "cbrtgrad.torch.cbrt_grad")
+        return _grad(g, y)
+    g, y = _script_pair(g, y, "g", "y")
+    return torch.ops.cbrtgrad.cube_root_grad(g, y)
 
 
 def cbrt_and_grad(x: Any, g: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -343,16 +309,35 @@ def cbrt_and_grad(x: Any, g: Any) -> tuple[torch.Tensor, torch.Tensor]:
     >>> ct.cbrt_and_grad(torch.tensor([8.0, -1.0]), torch.tensor([12.0, 3.0]))
     (tensor([ 2., -1.]), tensor([1., 1.]))
     """
-    pair = _host.entry_result("cube_root_and_grad", x, g)  # NOTE: hot path: as cbrt's
-    if pair is not None:
-        return pair  # type: ignore[no-any-return]
-    if _routes.one_float(x, g):
-        if _routes.untracked_float(x, g):
-            return _host.cube_root_and_grad(x, g, x.shape)
-        return _routes.apply(CubeRootAndGrad, TracedCubeRootAndGrad, x, g)  # type: ignore[no-any-return]
-    x = _arguments.one(x, "x", "cbrtgrad.torch.cbrt_and_grad")
-    x = _arguments.autocast(x, _ops.FUSED)
-    x, g = _arguments.two(x, g, ("x", "g"), "cbrtgrad.torch.cbrt_and_grad")
-    if _routes.untracked(x, g):
-        return _host.cube_root_and_grad(x, g, _fused_shape(x, g))
-    return _routes.apply(CubeRootAndGrad, TracedCubeRootAndGrad, x, g)  # type: ignore[no-any-return]
+    if not _scripting():  # TorchScript compiles the op's call below, as torchvision's ops
+        pair = _host.entry_result("cube_root_and_grad", x, g)  # NOTE: hot path: as cbrt's
+        if pair is not None:
+            return pair  # type: ignore[no-any-return]
+        if _routes.one_float(x, g):
+            if _routes.untracked_float(x, g):
+                return _host.cube_root_and_grad(x, g, x.shape)
+            return _routes.call_float(CubeRootAndGrad, _ops.cube_root_and_grad, x, g)
+        x = _arguments.one(x, "x", "cbrtgrad.torch.cbrt_and_grad")
+        x = _arguments.autocast(x, _ops.FUSED)
+        x, g = _arguments.two(x, g, ("x", "g"), "cbrtgrad.torch.cbrt_and_grad")
+        if _routes.untracked(x, g):
+            return _host.cube_root_and_grad(x, g, _fused_shape(x, g))
+        return _routes.call(CubeRootAndGrad, _ops.cube_root_and_grad, x, g)
+    x, g = _script_pair(x, g, "x", "g")
+    return torch.ops.cbrtgrad.cube_root_and_grad(x, g)
+
+
+def _script_float(x: torch.Tensor) -> torch.Tensor:
+    # In TorchScript: bool and integers in the default dtype, as torch.sqrt
+    # (a float's promotion with a tensor); the op names any other dtype.
+    return x.to(torch.result_type(x, 1.0))
+
+
+def _script_pair(a: Any, b: Any, name_a: str, name_b: str) -> tuple[torch.Tensor, torch.Tensor]:
+    # In TorchScript: two tensors, promoted as torch.add, then as _script_float.
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        dtype = torch.result_type(torch.empty(0, dtype=torch.result_type(a, b)), 1.0)
+        return a.to(dtype), b.to(dtype)
+    raise TypeError(
+        "cbrtgrad.torch: in TorchScript, " + name_a + " and " + name_b + " must be tensors"
+    )

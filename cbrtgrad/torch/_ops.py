@@ -9,26 +9,41 @@ Three ops, named by the graph engine's schemas (:mod:`cbrtgrad.engine.cube_root`
 Each runs cbrtgrad's kernels on CPU tensors (:mod:`._host`) and CUDA tensors
 (:mod:`._cuda`). The fake kernels say what a call returns without running
 it (a new contiguous tensor of the broadcast shape, in the input dtype), so
-``torch.compile`` traces the ops, ``torch.library.opcheck`` checks them and
-meta tensors go through them. Autograd (``register_autograd``) uses the ops
-themselves (:mod:`._derivatives`), so every derivative is differentiable
-again; ``register_vmap`` batches them as the element-wise ops they are; an op
-whose schema says ``FORCE_FP32`` casts half precision to float32 under
-``torch.autocast`` (``register_autocast``).
+``torch.compile`` and ``torch.export`` trace the ops, ``torch.library.opcheck``
+checks them and meta tensors go through them. ``register_vmap`` batches them
+as the element-wise ops they are; an op whose schema says ``FORCE_FP32``
+casts half precision to float32 under ``torch.autocast``.
 
-NOTE: annotations are evaluated here (no ``from __future__ import
-annotations``): ``custom_op`` reads the op's schema from them.
+Every call of the bridge that is traced or transformed (``torch.compile``,
+``torch.export``, ``torch.func``, ``torch.autograd.forward_ad``, PyTorch's
+batched gradients, ``torch.jit``) is a call of these ops, so each transform
+takes the ops' own rules. Their autograd kernel (:func:`register_autograd`)
+applies an ``autograd.Function`` with a ``setup_context``, a ``backward``
+and a ``jvp`` (:mod:`._functions`): reverse and forward mode, at every
+level of nested ``torch.func`` transforms, as PyTorch's own ops have them.
+
+NOTE: why not ``torch.library.custom_op`` with ``register_autograd``: the
+autograd kernel that registers applies an old-style ``Function`` (no
+``setup_context``), which ``torch.func.grad``, ``vjp`` and ``jacrev``
+refuse ("must override the setup_context staticmethod", PyTorch issues
+168393 and 179652), and has no forward-mode rule (``torch.library`` has no
+forward-mode registration): under ``torch.func.jvp`` or ``forward_ad`` the
+op's tangent came out zero, without a word. The ops are defined with
+``torch.library.Library`` instead, whose Autograd key takes a kernel of
+ours; the rest (fake kernels, vmap, autocast) is ``torch.library``'s.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
+from torch.autograd import forward_ad
 
 from ..engine.cube_root import CubeRootBackward, CubeRootGradBackward
 from ..engine.schema import AmpPolicy, schema_of
 from ..kernels import kernel_ops
-from . import _arguments, _cuda, _derivatives, _host
+from . import _arguments, _cuda, _host
 
 NAMESPACE = "cbrtgrad"
 #: The fused op: the cube root's input and policy, both outputs (kernel_ops.py).
@@ -36,6 +51,21 @@ FUSED = schema_of(kernel_ops.CUBE_ROOT_AND_GRAD)
 CUBE_ROOT = f"{NAMESPACE}::{CubeRootBackward.schema.name}"
 CUBE_ROOT_GRAD = f"{NAMESPACE}::{CubeRootGradBackward.schema.name}"
 CUBE_ROOT_AND_GRAD = f"{NAMESPACE}::{FUSED.name}"
+#: Each op's arguments and results (what ``custom_op`` would infer from a signature).
+_SIGNATURES = {
+    CUBE_ROOT: "(Tensor x) -> Tensor",
+    CUBE_ROOT_GRAD: "(Tensor g, Tensor y) -> Tensor",
+    CUBE_ROOT_AND_GRAD: "(Tensor x, Tensor g) -> (Tensor, Tensor)",
+}
+LIBRARY = torch.library.Library(NAMESPACE, "DEF")
+for _qualified, _signature in _SIGNATURES.items():
+    # pt2_compliant, as custom_op tags its ops: no mutation, no aliasing, fake kernels.
+    LIBRARY.define(_qualified.split("::")[1] + _signature, tags=(torch.Tag.pt2_compliant_tag,))
+
+#: The ops (``torch.ops.cbrtgrad.*.default``): every traced or transformed call is one of these.
+cube_root = torch.ops.cbrtgrad.cube_root.default
+cube_root_grad = torch.ops.cbrtgrad.cube_root_grad.default
+cube_root_and_grad = torch.ops.cbrtgrad.cube_root_and_grad.default
 
 # What would make a call of an op do more than run its CPU kernel (see
 # reaches_cpu_kernel). NOTE: private functions of torch._C, the ones
@@ -47,10 +77,20 @@ def _absent() -> bool:
     return True  # an answer that sends the call through the dispatcher
 
 
+def _not_known(t: Tensor) -> bool:
+    return True  # as _absent, for a test of one tensor
+
+
 transforms_active = getattr(torch._C, "_are_functorch_transforms_active", _absent)
 dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", _absent)
 function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", _absent)
 tracing = getattr(torch._C, "_get_tracing_state", _absent)  # None when not tracing
+#: PyTorch's own batched tensors (``torch.autograd.functional.jacobian(vectorize=True)``,
+#: ``is_grads_batched``, ``gradcheck(check_batched_grad=True)``), which look like plain CPU
+#: tensors (type, device, dtype, strides) and have no memory of their own to read.
+legacy_batched = getattr(
+    getattr(torch._C, "_functorch", None), "is_legacy_batchedtensor", _not_known
+)
 _autocast = torch.is_autocast_enabled
 _PLAIN = (Tensor, torch.nn.Parameter)
 
@@ -65,7 +105,9 @@ def reaches_cpu_kernel(*tensors: Tensor) -> bool:
     (:mod:`._functions`), which do the autograd themselves, call the kernel
     directly when this says nothing on that way would act: plain CPU tensors
     (no subclass, no meta or fake tensor), no ``torch.func`` transform, no
-    dispatch or function mode, no ``torch.jit`` trace, no CPU autocast.
+    dispatch or function mode, no ``torch.jit`` trace, no CPU autocast, no
+    batched tensor of PyTorch's batched gradients. Every other call goes
+    through the ops.
 
     Examples
     --------
@@ -91,138 +133,139 @@ def reaches_float_kernel(*tensors: Tensor) -> bool:
     (True, False)
     """
     for t in tensors:
-        if type(t) not in _PLAIN or not t.is_cpu:
+        if type(t) not in _PLAIN or not t.is_cpu or legacy_batched(t):
             return False
     return not (
         transforms_active() or dispatch_modes() or function_modes() or tracing() is not None
     )
 
 
-# -- cube_root -----------------------------------------------------------------
+# -- the kernels ------------------------------------------------------------------
+# NOTE: each wrapped in torch._disable_dynamo, as custom_op wraps its kernels:
+# a kernel is Python that the dispatcher runs, never something for dynamo to trace.
 
 
-@torch.library.custom_op(CUBE_ROOT, mutates_args=(), device_types="cpu")
-def cube_root(x: Tensor) -> Tensor:
-    """``cbrt(x)``, correctly rounded in ``x``'s float dtype (the op ``cbrtgrad::cube_root``).
-
-    Examples
-    --------
-    >>> torch.ops.cbrtgrad.cube_root(torch.tensor([-8.0, 27.0]))
-    tensor([-2.,  3.])
-    """
+def _cube_root_cpu(x: Tensor) -> Tensor:
     _arguments.op_input(x, CUBE_ROOT)
     return _host.cube_root(x)
 
 
-@cube_root.register_kernel("cuda")
 def _cube_root_cuda(x: Tensor) -> Tensor:
     _arguments.op_input(x, CUBE_ROOT)
     return _cuda.cube_root(x)
 
 
-@cube_root.register_fake
 def _cube_root_fake(x: Tensor) -> Tensor:
     _arguments.op_input(x, CUBE_ROOT)
     return x.new_empty(x.shape)
 
 
-# -- cube_root_grad --------------------------------------------------------------
-
-
-@torch.library.custom_op(CUBE_ROOT_GRAD, mutates_args=(), device_types="cpu")
-def cube_root_grad(g: Tensor, y: Tensor) -> Tensor:
-    """``g / (3 y^2)`` broadcast, correctly rounded (the op ``cbrtgrad::cube_root_grad``).
-
-    Examples
-    --------
-    >>> torch.ops.cbrtgrad.cube_root_grad(torch.tensor(12.0), torch.tensor([2.0, -2.0]))
-    tensor([1., 1.])
-    """
+def _cube_root_grad_cpu(g: Tensor, y: Tensor) -> Tensor:
     shape = _arguments.kernel_shape(g, y, ("g", "y"), CUBE_ROOT_GRAD)
     return _host.cube_root_grad(g, y, shape)
 
 
-@cube_root_grad.register_kernel("cuda")
 def _cube_root_grad_cuda(g: Tensor, y: Tensor) -> Tensor:
     shape = _arguments.kernel_shape(g, y, ("g", "y"), CUBE_ROOT_GRAD)
     return _cuda.cube_root_grad(g, y, shape)
 
 
-@cube_root_grad.register_fake
 def _cube_root_grad_fake(g: Tensor, y: Tensor) -> Tensor:
     return y.new_empty(_arguments.op_shape(g, y, ("g", "y"), CUBE_ROOT_GRAD))
 
 
-# -- cube_root_and_grad ----------------------------------------------------------
-
-
-@torch.library.custom_op(CUBE_ROOT_AND_GRAD, mutates_args=(), device_types="cpu")
-def cube_root_and_grad(x: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
-    """``(cbrt(x), g / (3 y^2))`` broadcast (the op ``cbrtgrad::cube_root_and_grad``).
-
-    Examples
-    --------
-    >>> torch.ops.cbrtgrad.cube_root_and_grad(torch.tensor([8.0]), torch.tensor([12.0]))
-    (tensor([2.]), tensor([1.]))
-    """
+def _fused_cpu(x: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
     shape = _arguments.kernel_shape(x, g, ("x", "g"), CUBE_ROOT_AND_GRAD)
     return _host.cube_root_and_grad(x, g, shape)
 
 
-@cube_root_and_grad.register_kernel("cuda")
-def _cube_root_and_grad_cuda(x: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
+def _fused_cuda(x: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
     shape = _arguments.kernel_shape(x, g, ("x", "g"), CUBE_ROOT_AND_GRAD)
     return _cuda.cube_root_and_grad(x, g, shape)
 
 
-@cube_root_and_grad.register_fake
-def _cube_root_and_grad_fake(x: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
+def _fused_fake(x: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
     shape = _arguments.op_shape(x, g, ("x", "g"), CUBE_ROOT_AND_GRAD)
     return x.new_empty(shape), x.new_empty(shape)
 
 
-# -- autograd: the derivatives made of the ops -------------------------------------
+_KERNELS: tuple[tuple[str, Callable[..., Any], Callable[..., Any], Callable[..., Any]], ...] = (
+    (CUBE_ROOT, _cube_root_cpu, _cube_root_cuda, _cube_root_fake),
+    (CUBE_ROOT_GRAD, _cube_root_grad_cpu, _cube_root_grad_cuda, _cube_root_grad_fake),
+    (CUBE_ROOT_AND_GRAD, _fused_cpu, _fused_cuda, _fused_fake),
+)
+for _name, _cpu, _device, _fake in _KERNELS:
+    LIBRARY.impl(_name.split("::")[1], torch._disable_dynamo(_cpu), "CPU")
+    LIBRARY.impl(_name.split("::")[1], torch._disable_dynamo(_device), "CUDA")
+    torch.library.register_fake(_name, _fake, lib=LIBRARY)
 
 
-def _grad_op(g: Tensor, y: Tensor) -> Tensor:
-    return cube_root_grad(g, y)  # type: ignore[no-any-return]
+# -- autograd: a Function per op, at the Autograd key ------------------------------
 
 
-def _save_output(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    ctx.save_for_backward(output)
-    ctx.x_shape = inputs[0].shape
+def forward_mode() -> bool:
+    """Whether a ``jvp`` may be asked of a Function called now (a forward-mode level, a transform).
+
+    NOTE: PyTorch has no public test for forward mode: its private level
+    counter (-1 outside every ``forward_ad.dual_level``), which
+    ``Function.apply`` itself reads; ``torch.func.jvp`` is a transform.
+    """
+    return getattr(forward_ad, "_current_level", 0) >= 0 or transforms_active()
 
 
-def _cube_root_backward(ctx: Any, gy: Tensor) -> Tensor:
-    (y,) = ctx.saved_tensors
-    return _derivatives.cube_root(_grad_op, gy, y, ctx.x_shape)
+def below_autograd(op: Any, *args: Tensor) -> Any:
+    """``op(*args)`` with this level's autograd done: a Function's forward, from the op's kernel.
+
+    Under ``torch.func`` transforms the lower levels differentiate the op
+    again, each with its own autograd kernel: grad mode and forward mode are
+    on for them, as ``torch.func`` turns them on in a ``Function``'s forward
+    (``custom_function_call``), which ``Function.apply`` turns off.
+    """
+    if transforms_active():
+        with (
+            torch.enable_grad(),
+            forward_ad._set_fwd_grad_enabled(True),
+            torch._C._AutoDispatchBelowAutograd(),
+        ):
+            return op(*args)
+    with torch._C._AutoDispatchBelowAutograd():
+        return op(*args)
 
 
-def _save_inputs(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    ctx.save_for_backward(*inputs)
+def register_autograd(op: Any, function: Any) -> None:
+    """Make ``function`` (an ``autograd.Function``) ``op``'s autograd: its Autograd-key kernel.
 
+    Its forward calls ``op`` again through :func:`below_autograd`. Where
+    nothing differentiates the call (grad mode off or no input requiring
+    grad, no forward-mode level, no transform), the kernel passes it on
+    below autograd without the Function, as ``register_autograd``'s kernel
+    does.
 
-def _cube_root_grad_backward(ctx: Any, gz: Tensor) -> tuple[Tensor | None, Tensor | None]:
-    g, y = ctx.saved_tensors
-    return _derivatives.cube_root_grad(_grad_op, gz, g, y, ctx.needs_input_grad)
+    NOTE: the Function is applied with its C++ ``apply``: inside a
+    ``torch.func`` level (the dispatcher has already entered it) its
+    tensors are that level's, and ``Function.apply``'s way into the
+    transforms (``custom_function_call``) would enter the level again;
+    PyTorch allows the C++ ``apply`` there only inside
+    ``enable_single_level_autograd_function``, which ``torch.func`` itself
+    uses for each level of a ``Function``.
+    """
+    from torch._functorch.utils import enable_single_level_autograd_function
 
+    apply = super(torch.autograd.Function, function).apply
+    after_autograd = torch._C._after_autograd_keyset
 
-def _save_fused(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    x, g = inputs
-    ctx.save_for_backward(output[0], g)
-    ctx.shapes = (x.shape, g.shape)
+    def kernel(keyset: Any, *args: Tensor) -> Any:
+        if transforms_active():
+            with enable_single_level_autograd_function():
+                return apply(*args)
+        if (torch.is_grad_enabled() and torch._C._any_requires_grad(*args)) or getattr(
+            forward_ad, "_current_level", 0
+        ) >= 0:
+            return apply(*args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return op.redispatch(keyset & after_autograd, *args)
 
-
-def _fused_backward(ctx: Any, gy: Tensor, gdx: Tensor) -> tuple[Tensor | None, Tensor | None]:
-    y, g = ctx.saved_tensors
-    return _derivatives.cube_root_and_grad(
-        _grad_op, gy, gdx, g, y, ctx.shapes, ctx.needs_input_grad
-    )
-
-
-cube_root.register_autograd(_cube_root_backward, setup_context=_save_output)
-cube_root_grad.register_autograd(_cube_root_grad_backward, setup_context=_save_inputs)
-cube_root_and_grad.register_autograd(_fused_backward, setup_context=_save_fused)
+    LIBRARY.impl(op._schema.name.split("::")[1], kernel, "Autograd", with_keyset=True)
 
 
 # -- vmap: element-wise ops batch as they are --------------------------------------
@@ -259,9 +302,9 @@ def _fused_vmap(
     return cube_root_and_grad(*_batch_first((x, g), in_dims)), (0, 0)
 
 
-cube_root.register_vmap(_cube_root_vmap)
-cube_root_grad.register_vmap(_cube_root_grad_vmap)
-cube_root_and_grad.register_vmap(_fused_vmap)
+torch.library.register_vmap(CUBE_ROOT, _cube_root_vmap, lib=LIBRARY)
+torch.library.register_vmap(CUBE_ROOT_GRAD, _cube_root_grad_vmap, lib=LIBRARY)
+torch.library.register_vmap(CUBE_ROOT_AND_GRAD, _fused_vmap, lib=LIBRARY)
 
 
 # -- autocast: the schemas' AMP policy ---------------------------------------------
@@ -270,13 +313,13 @@ cube_root_and_grad.register_vmap(_fused_vmap)
 def _register_autocast() -> None:
     # PyTorch's autocast has a rule per device type; the policy is the op's schema's.
     for op, schema in (
-        (cube_root, CubeRootBackward.schema),
-        (cube_root_grad, CubeRootGradBackward.schema),
-        (cube_root_and_grad, FUSED),
+        (CUBE_ROOT, CubeRootBackward.schema),
+        (CUBE_ROOT_GRAD, CubeRootGradBackward.schema),
+        (CUBE_ROOT_AND_GRAD, FUSED),
     ):
         if schema.amp_policy is AmpPolicy.FORCE_FP32:
             for device in ("cpu", "cuda"):
-                torch.library.register_autocast(op, device, torch.float32)
+                torch.library.register_autocast(op, device, torch.float32, lib=LIBRARY)
 
 
 _register_autocast()

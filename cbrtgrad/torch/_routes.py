@@ -1,16 +1,15 @@
-"""Which way a call of the bridge goes: the CPU kernel directly, or an ``autograd.Function``.
+"""Which way a call of the bridge goes: the CPU kernel, an ``autograd.Function``, or the op.
 
 A call that no autograd records and that the dispatcher would only hand to
 the CPU kernel (:func:`untracked`) needs no Function: it calls
 :mod:`._host` directly (``Function.apply`` and the Function's saves are
-some 4.5 µs more a call on one element, AMD Zen 4). Every other eager call
-goes through its Function, by its C++ ``apply`` (:func:`apply`).
+some 4.5 µs more a call on one element, AMD Zen 4). An eager call on plain
+CPU tensors that autograd records applies the op's Function by its C++
+``apply`` (:func:`call`); every other call, traced or transformed, is a
+call of the op (:mod:`._ops`), whose autograd kernel is that Function.
 
-NOTE: PyTorch has no public test for forward mode: under ``torch.func.jvp``
-or ``forward_ad`` the op alone would get a zero tangent without a word
-(``torch.library`` has no forward-mode registration), so the tests read
-private state (as ``Function.apply`` itself does); the ``Function``'s
-``jvp`` gives the right tangent.
+NOTE: PyTorch has no public test for forward mode: the tests read its
+private level counter (as ``Function.apply`` itself does).
 """
 
 from __future__ import annotations
@@ -24,7 +23,13 @@ from torch.autograd import forward_ad
 from .._host import KEPT, forward_of, selected_backend
 from . import _ops
 from ._arguments import NUMPY
-from ._ops import dispatch_modes, function_modes, tracing, transforms_active
+from ._ops import (
+    dispatch_modes,
+    function_modes,
+    legacy_batched,
+    tracing,
+    transforms_active,
+)
 
 #: The dtypes that PyTorch's rules and autocast leave as they are (the kernels' own).
 KERNEL_DTYPES = frozenset({torch.float32, torch.float64})
@@ -35,36 +40,48 @@ _unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead
 _DIRECT: dict[Any, Any] = {}
 
 
-def apply(eager: Any, traced: Any, *args: torch.Tensor) -> Any:
-    """``Function.apply`` of the Function with a jvp, or of the one ``torch.compile`` traces.
+def call(function: Any, op: Any, *args: torch.Tensor) -> Any:
+    """``op(*args)``, or ``function``'s C++ ``apply`` where the call is eager on plain CPU tensors.
 
-    NOTE: outside ``torch.func`` transforms ``Function.apply`` is Python
+    The one way into the ops: every call that ``torch.compile`` traces,
+    ``torch.func`` or PyTorch's batched gradients transform, ``torch.jit``
+    traces, a mode sees, or that is on other tensors, is a call of the op
+    (:mod:`._ops`), whose autograd kernel applies ``function``'s op twin.
+    An eager call on plain CPU tensors (:func:`._ops.reaches_cpu_kernel`)
+    applies ``function`` itself, without the op's Python dispatch (10 to
+    20 µs); its forward calls the CPU kernel, as the op would.
+
+    NOTE: ``Function.apply`` outside ``torch.func`` transforms is Python
     around the C++ ``apply`` (``torch._C._FunctionBase``): it binds the
     forward's default arguments with ``inspect`` (our forwards have none)
     and unwraps ``torch.func`` wrappers whose level is dead
     (``unwrap_dead_wrappers``, PyTorch 2.13 torch/autograd/function.py).
     The C++ ``apply`` with the same unwrapping is some 3 µs less a call.
-    Under a transform, ``Function.apply`` (its ``custom_function_call``).
     """
-    if _is_compiling():
-        return traced.apply(*args)
-    if _unwrap_if_dead is None or _ops.transforms_active():
-        return eager.apply(*args)
-    direct = _DIRECT.get(eager)
+    if _is_compiling() or not _ops.reaches_cpu_kernel(*args):
+        return op(*args)
+    return _direct(function, args)
+
+
+def call_float(function: Any, op: Any, *args: torch.Tensor) -> Any:
+    """:func:`call` for float32 and float64 tensors (:func:`._ops.reaches_float_kernel`).
+
+    NOTE: hot path (one element requiring grad): CPU autocast is not asked.
+    """
+    if _is_compiling() or not _ops.reaches_float_kernel(*args):
+        return op(*args)
+    return _direct(function, args)
+
+
+def _direct(function: Any, args: tuple[torch.Tensor, ...]) -> Any:
+    direct = _DIRECT.get(function)
     if direct is None:
-        direct = _DIRECT[eager] = super(torch.autograd.Function, eager).apply
+        direct = _DIRECT[function] = super(torch.autograd.Function, function).apply
+    if _unwrap_if_dead is None:
+        return direct(*args)
     if len(args) == 1:
         return direct(_unwrap_if_dead(args[0]))
     return direct(*[_unwrap_if_dead(a) for a in args])
-
-
-def forward_mode() -> bool:
-    """Whether a ``jvp`` may be asked of a Function called now (a forward-mode level, a transform).
-
-    Outside both no tangent reaches the call, and its ``setup_context``
-    skips ``save_for_forward``.
-    """
-    return getattr(forward_ad, "_current_level", 0) >= 0 or _ops.transforms_active()
 
 
 def untracked(*tensors: torch.Tensor) -> bool:
@@ -106,6 +123,7 @@ def one_float(a: Any, b: Any) -> bool:
         and type(b) is torch.Tensor
         and a.dtype is b.dtype
         and a.dtype in KERNEL_DTYPES
+        and tracing() is None  # a trace would record the shapes' test (a TracerWarning)
         and a.shape == b.shape
         and (a.is_cpu and b.is_cpu or a.device == b.device)
     )
@@ -133,6 +151,7 @@ def cube_root_now(x: torch.Tensor) -> torch.Tensor | None:
         or dispatch_modes()
         or function_modes()
         or tracing() is not None
+        or legacy_batched(x)
         or x.numel() >= KEPT[1]
         or selected_backend() is not None
         or not x.is_contiguous()
