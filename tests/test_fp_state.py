@@ -183,3 +183,62 @@ def test_signal_follows_numpy_order_and_modes(capsys):
     finally:
         np.seterrcall(old)
     assert fpstatus.AVAILABLE  # on the CI's x86-64 and ARM machines
+
+
+_FLUSH_THEN_CALL = """
+import sys
+import numpy as np
+import cbrtgrad
+from cbrtgrad.kernels import denormals
+
+keep, restore = denormals.mode_functions()
+n = 2_000_000  # above the parallel backend's threshold: every thread of numba's team takes part
+dtype = np.dtype(sys.argv[1])
+tiny = np.finfo(dtype).smallest_subnormal
+x = np.full(n, tiny * 8, dtype)            # subnormal inputs (read as zero under DAZ)
+g = np.full(n, tiny * 3, dtype)            # subnormal results of the gradient (flushed under FTZ)
+y = np.ones(n, dtype)
+expected = (
+    cbrtgrad.cbrt(x[:4], backend="cpu"),
+    cbrtgrad.cbrt_grad(g[:4], y[:4], backend="cpu"),
+    *cbrtgrad.cbrt_and_grad(x[:4], g[:4], backend="cpu"),
+)
+
+
+def check(where):
+    for got, want in zip((cbrtgrad.cbrt(x, backend="parallel"),
+                          cbrtgrad.cbrt_grad(g, y, backend="parallel"),
+                          *cbrtgrad.cbrt_and_grad(x, g, backend="parallel")),
+                         expected):
+        assert np.all(got.view(np.uint8).reshape(n, -1) == want[:1].view(np.uint8)), (where, got)
+
+old = keep()
+restore(old | denormals.FLUSH_BITS)  # the caller flushes subnormals when numba's team starts
+check("first calls, the caller flushing subnormals")
+assert keep() & denormals.FLUSH_BITS, "the caller's mode was not put back"
+restore(old & ~denormals.FLUSH_BITS)
+check("later calls, the caller keeping subnormals")
+print("ok")
+"""
+
+
+@pytest.mark.skipif(
+    not __import__("cbrtgrad.kernels.denormals").kernels.denormals.AVAILABLE,
+    reason="the subnormal mode is read and set on x86-64 and ARM64 only",
+)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_parallel_threads_keep_subnormals_whatever_mode_started_them(dtype):
+    # numba's workers keep the floating-point mode of the thread that started
+    # the team: a first parallel call under flush-to-zero (what
+    # torch.set_flush_denormal(True) or an XLA thread sets) once left every
+    # later call flushing subnormals on the workers, half of a large array.
+    # Each block keeps subnormals on its thread, and the caller's mode is
+    # put back after the call. A fresh process: the team starts there.
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FLUSH_THEN_CALL, dtype], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

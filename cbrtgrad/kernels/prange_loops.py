@@ -33,6 +33,7 @@ import numpy as np
 from .. import _compile
 from . import lazy
 from .cpu_ufuncs import run_forward_entry, run_grad_entry, ufunc_loop_shape
+from .denormals import FLUSH_BITS, keep_subnormals, read_mode, write_mode
 from .fpstatus import FENV_MASK, block_status, clear_flags, raised_flags
 from .kernel_ops import KERNEL_OPS
 from .linked_entries import forward_entry_of, grad_entry_of, link_entry
@@ -62,8 +63,23 @@ def _start_block():  # type: ignore[no-untyped-def]
     # NOTE: a worker thread's flags are sticky: cleared before each block
     # (only when one is set, as feclearexcept costs more than fetestexcept)
     # so that a block reports what it raised itself (fpstatus.py).
+    # NOTE: and its mode may flush subnormals: numba's workers keep the mode
+    # of the thread that started the thread team (under
+    # torch.set_flush_denormal(True), or on one of XLA's threads) for the rest
+    # of the process. Each block runs with subnormals kept, as every other
+    # route computes; _end_block puts the flush bits back.
+    old = keep_subnormals()
     if raised_flags(FENV_MASK):
         clear_flags(FENV_MASK)
+    return old
+
+
+@numba.njit(**_compile.SCALAR_OPTIONS)
+def _end_block(old):  # type: ignore[no-untyped-def]
+    # The flush bits as they were before the block; the flags it raised kept.
+    mode = read_mode()
+    if (mode ^ old) & FLUSH_BITS:
+        write_mode((mode & ~FLUSH_BITS) | (old & FLUSH_BITS))
 
 
 @numba.njit(**_compile.SCALAR_OPTIONS)
@@ -83,11 +99,12 @@ def _forward_loop(x, y):  # type: ignore[no-untyped-def]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
     for block in numba.prange(blocks):
-        _start_block()
+        old = _start_block()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
         run_forward_entry(entry, x[start:stop], y[start:stop])
         status[block] = block_status(raised_flags(FENV_MASK))
+        _end_block(old)
     return _union(status)
 
 
@@ -99,13 +116,14 @@ def _grad_loop(g, y, dx):  # type: ignore[no-untyped-def]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
     for block in numba.prange(blocks):
-        _start_block()
+        old = _start_block()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
         # The flags are clear here (_start_block): the entry reads them after
         # its work, and sets the float64 gradient's to its rule.
         raised = run_grad_entry(entry, g[start:stop], y[start:stop], dx[start:stop], 0)
         status[block] = block_status(raised)
+        _end_block(old)
     return _union(status)
 
 
@@ -116,13 +134,14 @@ def _fused_loop(x, g, y, dx):  # type: ignore[no-untyped-def]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
     for block in numba.prange(blocks):
-        _start_block()
+        old = _start_block()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
         run_forward_entry(forward_entry, x[start:stop], y[start:stop])
         before = raised_flags(FENV_MASK)  # a signaling nan x raises invalid
         raised = run_grad_entry(grad_entry, g[start:stop], y[start:stop], dx[start:stop], before)
         status[block] = block_status(raised)
+        _end_block(old)
     return _union(status)
 
 
@@ -136,12 +155,13 @@ def _grad_constant_loop(g, y, dx):  # type: ignore[no-untyped-def]
     blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
     status = np.zeros(blocks, np.int32)
     for block in numba.prange(blocks):
-        _start_block()
+        old = _start_block()
         start = block * PARALLEL_BLOCK
         stop = min(start + PARALLEL_BLOCK, n)
         gs = np.full(stop - start, g, y.dtype)
         raised = run_grad_entry(entry, gs, y[start:stop], dx[start:stop], 0)
         status[block] = block_status(raised)
+        _end_block(old)
     return _union(status)
 
 
