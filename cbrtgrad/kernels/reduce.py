@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import _compile
 from . import lazy
-from .prange_loops import check_behaved
+from .prange_loops import _end_block, _start_block, check_behaved
 
 #: Elements per block: small enough to spread 10^6 elements over the threads,
 #: large enough that the per-block cost (one float64 store) is negligible.
@@ -39,6 +39,8 @@ def _sum_blocks(x):  # type: ignore[no-untyped-def]
     blocks = (n + SUM_BLOCK - 1) // SUM_BLOCK
     partial = np.empty(blocks, np.float64)
     for block in numba.prange(blocks):
+        # Subnormals read as they are on every thread (prange_loops._start_block).
+        old = _start_block()
         start = block * SUM_BLOCK
         # NOTE: a slice and indices from 0: with ``range(start, stop)`` numba
         # cannot prove the index non-negative, and the wraparound check makes
@@ -48,6 +50,7 @@ def _sum_blocks(x):  # type: ignore[no-untyped-def]
         for i in range(chunk.shape[0]):
             total += np.float64(chunk[i])
         partial[block] = total
+        _end_block(old)
     total = -0.0
     for block in range(blocks):
         total += partial[block]
