@@ -7,7 +7,8 @@ values must agree (the expressions are not correctly rounded, so to a
 tolerance), and every tangent, cotangent and batch must be there (a zero or
 missing tangent, a refused transform, a Python node in a saved trace fail):
 
-* forward mode under ``torch.compile`` (``jvp``, ``jacfwd``, ``forward_ad``);
+* forward mode under ``torch.compile`` (``jvp``, ``jacfwd``, ``forward_ad``), the
+  ``dual_level`` outside or inside the compiled function;
 * reverse mode of ``torch.func`` under ``torch.compile`` (``grad``, ``vjp``, ``jacrev``);
 * PyTorch's batched gradients (``jacobian``/``hessian(vectorize=True)``,
   ``is_grads_batched``, ``gradcheck(check_batched_grad=True)``);
@@ -129,6 +130,105 @@ def test_forward_mode_under_inductor_is_the_expressions():
     t = torch.ones_like(X)
     compiled = torch.compile(lambda a, b: torch.func.jvp(ct.cbrt, (a,), (b,))[1], fullgraph=True)
     _close(compiled(X, t), torch.func.jvp(_cbrt_ref, (X,), (t,))[1])
+
+
+# -- forward mode with the dual level inside the compiled function ------------------
+# A compiled graph enters a dual_level written inside it without forward_ad's
+# Python level counter, so nothing that reads the counter may decide forward mode.
+
+
+def _inside(fn, which, set_up):
+    """A function making its own dual level and dual tensors, for ``torch.compile``.
+
+    ``which`` says which inputs get a tangent; ``set_up`` is how the call sits
+    in the level: plainly, under ``torch.no_grad`` (forward mode needs no grad
+    mode), after a graph break, or in a function dynamo does not trace.
+    """
+    skipped = torch._dynamo.disable(lambda *a: fn(*a))
+
+    def run(*args):
+        fa = torch.autograd.forward_ad
+        with fa.dual_level():
+            duals = [
+                fa.make_dual(a, t) if w else a
+                for a, t, w in zip(args, _tangents(args), which, strict=True)
+            ]
+            if set_up == "no_grad":
+                with torch.no_grad():
+                    out = fn(*duals)
+            elif set_up == "graph_break":
+                torch._dynamo.graph_break()
+                out = fn(*duals)
+            elif set_up == "not_traced":
+                out = skipped(*duals)
+            else:
+                out = fn(*duals)
+            outs = out if isinstance(out, tuple) else (out,)
+            return tuple(fa.unpack_dual(o).tangent for o in outs)
+
+    return run
+
+
+def _which(args):
+    # Every input with a tangent, then each input alone (the other a plain tensor).
+    n = len(args)
+    return [(True,) * n] + ([tuple(i == j for j in range(n)) for i in range(n)] if n > 1 else [])
+
+
+INSIDE = [
+    pytest.param(
+        name, fn, ref, args, which, id=f"{name}-{''.join('t' if w else '-' for w in which)}"
+    )
+    for name, fn, ref, args in CASES
+    for which in _which(args)
+]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("set_up", ["plain", "no_grad", "graph_break", "not_traced"])
+@pytest.mark.parametrize(("name", "fn", "ref", "args", "which"), INSIDE)
+def test_dual_level_inside_compile_is_the_expressions(backend, set_up, name, fn, ref, args, which):
+    torch._dynamo.reset()
+    # One graph where nothing breaks it: the level, the duals and the op all compiled.
+    fullgraph = set_up in ("plain", "no_grad")
+    expected = torch.compile(_inside(ref, which, set_up), backend=backend, fullgraph=fullgraph)
+    compiled = torch.compile(_inside(fn, which, set_up), backend=backend, fullgraph=fullgraph)
+    expected, compiled = expected(*args), compiled(*args)
+    # A tangent wherever the expression has one; where it has none (cbrt_and_grad's
+    # y from g alone), None or zeros (the Function's jvp gives zeros there).
+    assert all(c is not None for c, e in zip(compiled, expected, strict=True) if e is not None), (
+        "a tangent went missing"
+    )
+    compiled = _zeros_for_none(compiled)
+    expected = _zeros_for_none(expected)
+    assert torch.count_nonzero(expected) > 0
+    _close(compiled, expected)
+    # The same bits as the level in eager code.
+    assert torch.equal(compiled, _zeros_for_none(_inside(fn, which, "plain")(*args)))
+
+
+def _zeros_for_none(tangents):
+    # Every output has X's shape.
+    parts = [torch.zeros_like(X) if t is None else t for t in tangents]
+    return torch.cat([p.reshape(-1) for p in parts])
+
+
+def _sin_inside(x, t):
+    fa = torch.autograd.forward_ad
+    with fa.dual_level():
+        return fa.unpack_dual(torch.sin(fa.make_dual(x, t))).tangent
+
+
+@_INDUCTOR_WARNS
+def test_dual_level_inside_inductor_is_the_expression():
+    # One inductor case (it compiles slowly on 2 cores): the issue's reproducer,
+    # with torch.sin as the framework's own op under the same construction.
+    torch._dynamo.reset()
+    t = torch.ones_like(X)
+    sin = torch.compile(_sin_inside, fullgraph=True)(X, t)
+    _close(sin, torch.cos(X))
+    (compiled,) = torch.compile(_inside(ct.cbrt, (True,), "plain"), fullgraph=True)(X)
+    _close(compiled, torch.func.jvp(_cbrt_ref, (X,), _tangents((X,)))[1])
 
 
 # -- reverse mode of torch.func under torch.compile -----------------------------------

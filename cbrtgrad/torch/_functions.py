@@ -69,8 +69,10 @@ class CubeRoot(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         ctx.save_for_backward(output)  # the output, not the input (the op's schema)
-        if _ops.forward_mode():
-            ctx.save_for_forward(output)
+        # NOTE: always: no Python test tells forward mode inside a compiled
+        # graph (_ops.register_autograd); the C++ apply asks the jvp where an
+        # input has a tangent and drops these saves when it returns.
+        ctx.save_for_forward(output)
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
@@ -95,8 +97,7 @@ class CubeRootGrad(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         ctx.save_for_backward(*inputs)
-        if _ops.forward_mode():
-            ctx.save_for_forward(*inputs)
+        ctx.save_for_forward(*inputs)
 
     @staticmethod
     def backward(ctx: Any, gz: torch.Tensor) -> tuple[Any, Any]:  # type: ignore[override]
@@ -123,8 +124,7 @@ class CubeRootAndGrad(torch.autograd.Function):
         x, g = inputs
         ctx.save_for_backward(output[0], g)
         ctx.shapes = (x.shape, g.shape)
-        if _ops.forward_mode():
-            ctx.save_for_forward(output[0], g)
+        ctx.save_for_forward(output[0], g)
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor, gdx: torch.Tensor) -> tuple[Any, Any]:  # type: ignore[override]

@@ -203,16 +203,6 @@ for _name, _cpu, _device, _fake in _KERNELS:
 # -- autograd: a Function per op, at the Autograd key ------------------------------
 
 
-def forward_mode() -> bool:
-    """Whether a ``jvp`` may be asked of a Function called now (a forward-mode level, a transform).
-
-    NOTE: PyTorch has no public test for forward mode: its private level
-    counter (-1 outside every ``forward_ad.dual_level``), which
-    ``Function.apply`` itself reads; ``torch.func.jvp`` is a transform.
-    """
-    return getattr(forward_ad, "_current_level", 0) >= 0 or transforms_active()
-
-
 def below_autograd(op: Any, *args: Tensor) -> Any:
     """``op(*args)`` with this level's autograd done: a Function's forward, from the op's kernel.
 
@@ -235,11 +225,22 @@ def below_autograd(op: Any, *args: Tensor) -> Any:
 def register_autograd(op: Any, function: Any) -> None:
     """Make ``function`` (an ``autograd.Function``) ``op``'s autograd: its Autograd-key kernel.
 
-    Its forward calls ``op`` again through :func:`below_autograd`. Where
-    nothing differentiates the call (grad mode off or no input requiring
-    grad, no forward-mode level, no transform), the kernel passes it on
-    below autograd without the Function, as ``register_autograd``'s kernel
-    does.
+    Its forward calls ``op`` again through :func:`below_autograd`. Every
+    call applies the Function, which decides in C++, as PyTorch's own ops'
+    autograd kernels do, whether reverse mode records the call (grad mode,
+    inputs requiring grad) and whether forward mode asks its ``jvp`` (an
+    input with a tangent at the forward-mode level).
+
+    NOTE: why no shortcut below autograd where nothing seems to
+    differentiate the call: forward mode cannot be told from Python.
+    ``forward_ad``'s level counter is Python's own; a graph of
+    ``torch.compile`` enters a ``dual_level`` written inside the compiled
+    function with ``torch._C._enter_dual_level``, which leaves the counter
+    at -1, so a shortcut read from it dropped every tangent there (``None``,
+    without a word). Asking each input for its tangent
+    (``torch._VF._unpack_dual``) makes a view per input and costs more than
+    the Function's own test. The eager routes (:mod:`._routes`) run outside
+    compiled graphs, where the counter is right, and keep their shortcuts.
 
     NOTE: the Function is applied with its C++ ``apply``: inside a
     ``torch.func`` level (the dispatcher has already entered it) its
@@ -252,20 +253,14 @@ def register_autograd(op: Any, function: Any) -> None:
     from torch._functorch.utils import enable_single_level_autograd_function
 
     apply = super(torch.autograd.Function, function).apply
-    after_autograd = torch._C._after_autograd_keyset
 
-    def kernel(keyset: Any, *args: Tensor) -> Any:
+    def kernel(*args: Tensor) -> Any:
         if transforms_active():
             with enable_single_level_autograd_function():
                 return apply(*args)
-        if (torch.is_grad_enabled() and torch._C._any_requires_grad(*args)) or getattr(
-            forward_ad, "_current_level", 0
-        ) >= 0:
-            return apply(*args)
-        with torch._C._AutoDispatchBelowAutograd():
-            return op.redispatch(keyset & after_autograd, *args)
+        return apply(*args)
 
-    LIBRARY.impl(op._schema.name.split("::")[1], kernel, "Autograd", with_keyset=True)
+    LIBRARY.impl(op._schema.name.split("::")[1], kernel, "Autograd")
 
 
 # -- vmap: element-wise ops batch as they are --------------------------------------

@@ -9,7 +9,9 @@ CPU tensors that autograd records applies the op's Function by its C++
 call of the op (:mod:`._ops`), whose autograd kernel is that Function.
 
 NOTE: PyTorch has no public test for forward mode: the tests read its
-private level counter (as ``Function.apply`` itself does).
+private level counter (as ``Function.apply`` itself does). It is right
+here, in eager code; inside a graph of ``torch.compile`` it is not, and
+the op's autograd kernel, which graphs call, reads nothing of it.
 """
 
 from __future__ import annotations
