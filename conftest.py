@@ -42,9 +42,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def _short_bench_measurements() -> Any:
     # The suite runs the bench code for what it prints and returns, never for
     # its figures (speed is asv's and ``cbrtgrad bench``'s): its measurements
-    # last 1 ms here, not the 10 ms a figure needs (cbrtgrad/bench/timing.py).
+    # last 1 ms here, not the 10 ms a figure needs (cbrtgrad/cli/bench/timing.py).
     # tests/test_measuring.py checks the timer against whatever length is set.
-    from cbrtgrad.bench import timing
+    from cbrtgrad.cli.bench import timing
 
     kept = timing.MEASUREMENT_SECONDS
     timing.MEASUREMENT_SECONDS = 1e-3

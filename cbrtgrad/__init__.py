@@ -12,9 +12,9 @@ Examples
 """
 
 from . import backends
-from ._cache import KernelCacheWarning
 from ._version import __version__
 from .api import cbrt, cbrt_and_grad, cbrt_grad
+from .build.cache import KernelCacheWarning
 from .engine import (
     AmpPolicy,
     CubeRootBackward,

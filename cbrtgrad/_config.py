@@ -26,7 +26,7 @@
                                has) or ``256`` (numba's own default, for CPUs that
                                slow their clock on 512-bit instructions)
 ``CBRTGRAD_CACHE``             ``0`` turns the on-disk cache of compiled kernels
-                               off (default ``1``: on; see :mod:`cbrtgrad._cache`)
+                               off (default ``1``: on; see :mod:`cbrtgrad.build.cache`)
 ``CBRTGRAD_CACHE_DIR``         where that cache lives (default: ``NUMBA_CACHE_DIR``
                                plus ``/cbrtgrad`` when numba's variable is set,
                                else the user's cache folder plus ``/cbrtgrad``)
@@ -119,7 +119,7 @@ class _Kept:
     """``settings()``: the environment read once; ``settings.cache_clear()`` reads it again.
 
     NOTE: not an ``lru_cache``: what the api's hot path keeps from the
-    settings (:func:`cbrtgrad._host.keep_choice`) is dropped here, by the
+    settings (:func:`cbrtgrad.backends.host.keep_choice`) is dropped here, by the
     hooks given to :meth:`on_clear`, when they change, instead of being
     compared with ``settings()`` on every call.
 

@@ -7,12 +7,12 @@ overrides cbrtgrad functions (``__cbrtgrad_function__``, as graph-engine
 tensors do; ``cbrt(x)`` without keywords first looks ``cbrt`` up in the
 type's ``__cbrtgrad_functions__`` table, when it has one, and calls what it
 finds with ``x``), (2) writes a half-precision ``out=`` rounded once in it, (3)
-decides the compute dtype (:func:`cbrtgrad._dtypes.compute_dtype_of`) and
+decides the compute dtype (:func:`cbrtgrad.arrays.dtypes.compute_dtype_of`) and
 checks ``where=``, (4) picks a backend from the registry and (5) on the
 ``cpu`` backend hands the call to numpy's ufunc machinery
-(:func:`cbrtgrad._host.ufunc_call`: ``out=``, broadcasting, casting, overlap,
+(:func:`cbrtgrad.backends.host.ufunc_call`: ``out=``, broadcasting, casting, overlap,
 subclasses, array_likes); other backends get ``out=`` checked
-(:mod:`cbrtgrad._ufunc_args`), inputs cast and unaliased, and an ndarray
+(:mod:`cbrtgrad.arrays.ufunc_args`), inputs cast and unaliased, and an ndarray
 subclass as its plain view, wrapped back.
 """
 
@@ -23,12 +23,24 @@ from typing import Any
 import numpy as np
 from numpy import ndarray  # NOTE: hot path: np.ndarray's lookup cost a call 30 ns
 
-from . import _dtypes, _subclasses
-from ._dtypes import (
-    _NATIVE,  # NOTE: looked up directly on the hot path (_dtypes.native)
+from .arrays import dtypes as _dtypes
+from .arrays import subclasses as _subclasses
+from .arrays.dtypes import (  # NOTE: looked up directly on the hot path (_dtypes.native)
+    _NATIVE,
     as_compute,
 )
-from ._host import (
+from .arrays.subclasses import has_subclass
+from .arrays.ufunc_args import (
+    check_fused_out,
+    check_out,
+    check_where,
+    fused_aliasing,
+    fused_shape,
+    ready_pair,
+    unaliased,
+)
+from .backends import _registry
+from .backends.host import (
     CPU,
     KEPT,
     forward_of,
@@ -39,20 +51,7 @@ from ._host import (
     selected_backend,
     ufunc_call,
 )
-from ._host import (
-    CPU_NAME as _CPU,
-)
-from ._subclasses import has_subclass
-from ._ufunc_args import (
-    check_fused_out,
-    check_out,
-    check_where,
-    fused_aliasing,
-    fused_shape,
-    ready_pair,
-    unaliased,
-)
-from .backends import _registry
+from .backends.host import CPU_NAME as _CPU
 from .kernels import SERIAL_BLOCK
 from .kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_AND_GRAD, CUBE_ROOT_GRAD, KernelOp
 
@@ -80,7 +79,7 @@ def _subclass_result(op: KernelOp, func: Any, args: tuple[Any, ...], kwargs: dic
     A subclass that overrides ``__array_ufunc__`` decides the call itself,
     given the cpu backend's ufunc (as it would get ``np.cbrt``); any other
     is computed on its plain-ndarray view on the backend chosen and the
-    result wrapped back as numpy would (:mod:`cbrtgrad._subclasses`).
+    result wrapped back as numpy would (:mod:`cbrtgrad.arrays.subclasses`).
     """
     out = kwargs.get("out")
     outs = out if isinstance(out, tuple) else (out,)
@@ -392,5 +391,5 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
         np.copyto(dx_out, dx)
         return y_out, dx_out
     # Any other out=(y, dx) is checked where every fused kernel takes it
-    # (cbrtgrad._ufunc_args.check_fused_out, from the backend's entry).
+    # (cbrtgrad.arrays.ufunc_args.check_fused_out, from the backend's entry).
     return chosen.cube_root_and_grad(x, g, out=out, dtype=compute)

@@ -1,14 +1,14 @@
 """Compile every kernel ahead of time into the on-disk cache: ``cbrtgrad warm``.
 
 Each kernel is compiled on its first use and kept in the kernel cache
-(:mod:`cbrtgrad._cache`), so every new machine, container or dask worker pays
+(:mod:`cbrtgrad.build.cache`), so every new machine, container or dask worker pays
 seconds per kernel the first time it needs one. :func:`cbrtgrad.warm` pays it once, up
 front: it compiles (or finds already cached) every kernel this machine can
 run, in worker processes side by side, so that a Docker image, a CI cache or
 a cluster's shared folder holds them all (docs/cache.md).
 
 The kernels are the same ones the library builds on demand, by the same
-functions (``cbrtgrad.warming.GROUPS``, :mod:`cbrtgrad._warm_units`): a warmed
+functions (``cbrtgrad.warming.GROUPS``, :mod:`cbrtgrad.cli.warm_units`): a warmed
 cache is what the library would have written itself.
 """
 
@@ -26,9 +26,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from . import _cache, _compile
-from ._warm_report import WarmedKernel, WarmReport
-from ._warm_units import GROUPS, OptionalUnitFailed, build_of, kernel_names, use_built
+from .build import cache as _cache
+from .build import compile as _compile
+from .cli.warm_report import WarmedKernel, WarmReport
+from .cli.warm_units import GROUPS, OptionalUnitFailed, build_of, kernel_names, use_built
 
 __all__ = ["GROUPS", "kernel_names", "warm"]
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # this tree's cbrtgrad (and tools), not an installed one
 
-from cbrtgrad import cli  # noqa: E402
+from cbrtgrad.cli import main as cli  # noqa: E402
 from tools import measure  # noqa: E402
 
 FULL = {"table_sizes": [100_000, 10_000_000], "curve_sizes": None, "repeat": 20, "n": 20_000}

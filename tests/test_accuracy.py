@@ -69,7 +69,7 @@ def test_the_cuda_formula_is_the_cpu_kernel_bit_for_bit():
     # gives the CPU kernel's bits.
     import numba
 
-    from cbrtgrad.kernels.blocks import FORMULAS
+    from cbrtgrad.kernels.cpu.blocks import FORMULAS
 
     formula = FORMULAS.cube_root_f32_branching
 

@@ -181,10 +181,10 @@ def test_the_cpu_ufuncs_themselves_take_out_before_their_input(dtype):
     # numpy copies nothing for out=a[:-1] with input a[1:] (its in-order
     # loops could take it), and the block loops read a block's inputs again
     # after writing it: the inner loops take such a call themselves
-    # (kernels/ufunc_loops.py). Hard lanes (the exact pass rereads x) and
+    # (kernels/cpu/ufunc_loops.py). Hard lanes (the exact pass rereads x) and
     # 0 / 0 (the nan pass rereads g and y) show it; before, 56 of 117 hard
     # float64 roots were wrong here.
-    from cbrtgrad.kernels import cpu
+    from cbrtgrad.kernels.cpu import catalog as cpu
 
     forward = cpu.ufunc("cube_root", dtype)
     gradient = cpu.ufunc("cube_root_grad", dtype)
@@ -217,10 +217,10 @@ def _layout(values: np.ndarray, kind: str) -> np.ndarray:
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_cpu_ufuncs_take_every_mix_of_strided_and_contiguous_operands(dtype):
     # The inner loops copy only their strided operands into buffers, block by
-    # block (kernels/ufunc_loops.py): every mix, over several blocks, with
+    # block (kernels/cpu/ufunc_loops.py): every mix, over several blocks, with
     # hard lanes and specials, gives the bits of contiguous operands.
-    from cbrtgrad.kernels import cpu
-    from cbrtgrad.kernels.ufunc_loops import BUFFER
+    from cbrtgrad.kernels.cpu import catalog as cpu
+    from cbrtgrad.kernels.cpu.ufunc_loops import BUFFER
 
     forward = cpu.ufunc("cube_root", dtype)
     gradient = cpu.ufunc("cube_root_grad", dtype)
@@ -265,8 +265,8 @@ def test_out_before_its_input_beside_a_strided_operand_over_several_blocks(dtype
     # out=a[:-1] for the input a[1:], uncopied by numpy, taken through the
     # buffer while the other operand is strided: every block's inputs are read
     # before the block is written, over several blocks.
-    from cbrtgrad.kernels import cpu
-    from cbrtgrad.kernels.ufunc_loops import BUFFER
+    from cbrtgrad.kernels.cpu import catalog as cpu
+    from cbrtgrad.kernels.cpu.ufunc_loops import BUFFER
 
     gradient = cpu.ufunc("cube_root_grad", dtype)
     n = 3 * BUFFER + 5

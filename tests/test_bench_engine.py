@@ -2,7 +2,7 @@
 
 import pytest
 
-from cbrtgrad.bench.engine import engine_rows
+from cbrtgrad.cli.bench.engine import engine_rows
 
 
 def test_engine_rows_structure():

@@ -8,14 +8,15 @@ import sys
 
 import pytest
 
-from cbrtgrad import _compile, _config
+from cbrtgrad import _config
+from cbrtgrad.build import compile as _compile
 
 
 def test_ufunc_loops_are_vectorised():
     # The loops around the scalar formulas must use SIMD registers (ymm or
     # zmm); a scalar libm-style loop would be 5x slower. Both ufuncs' loops
     # call cbrtgrad's own block functions through their block entries
-    # (kernels/ufunc_loops.py), which hold the vector code.
+    # (kernels/cpu/ufunc_loops.py), which hold the vector code.
     loops = _kernel_loop_assembly()
     # Two entries (float32, float64) each.
     assert sorted(loops) == [
@@ -37,7 +38,7 @@ def test_ufunc_loops_are_vectorised():
 def _has_avx512() -> bool:
     # The CPU numba compiles for: the host's, or the one NUMBA_CPU_NAME and
     # NUMBA_CPU_FEATURES name (another CPU's code path, run here).
-    from cbrtgrad import _isa
+    from cbrtgrad.build import isa as _isa
 
     return _isa.host_isa().name == "AVX-512"
 
@@ -61,8 +62,8 @@ def _kernel_loop_assembly() -> dict[str, str]:
     from numba.core.registry import cpu_target
     from numba.core.typing import signature
 
-    from cbrtgrad import _kernel_locator
-    from cbrtgrad.kernels import cpu_ufuncs
+    from cbrtgrad.build import locator as _kernel_locator
+    from cbrtgrad.kernels.cpu import ufuncs as cpu_ufuncs
 
     cpu_ufuncs.ufuncs()
     codegen = cpu_target.target_context.codegen()
@@ -114,7 +115,7 @@ def _user_loop_assembly_alone() -> str:
 
 _ASM_OF_THE_FLOAT64_FORWARD = """
 import numpy as np
-from cbrtgrad.kernels import cpu
+from cbrtgrad.kernels.cpu import catalog as cpu
 cpu.ufunc("cube_root", np.float64)
 """
 
@@ -168,7 +169,8 @@ def test_vector_width_256_makes_the_float64_loops_256_bit(monkeypatch):
     assert re.search(r"%ymm\d+", loop) and not re.search(r"%zmm\d+", loop)
     # Every float64 loop takes its width from the one setting, by the same
     # function the compiled forward's took it from.
-    from cbrtgrad.kernels import cpu_ufuncs, prange_loops
+    from cbrtgrad.kernels.cpu import prange_loops
+    from cbrtgrad.kernels.cpu import ufuncs as cpu_ufuncs
 
     monkeypatch.setenv("CBRTGRAD_VECTOR_WIDTH", "256")
     _config.settings.cache_clear()
@@ -261,7 +263,7 @@ def test_preferred_vector_width_rejects_bad_interleave(interleave):
     ],
 )
 def test_loop_shape_never_exceeds_the_cpus_vectors(cpu, features, machine, isa, width):
-    from cbrtgrad._isa import classify
+    from cbrtgrad.build.isa import classify
 
     host = classify(cpu, features, machine)
     assert host.name == isa
@@ -293,7 +295,7 @@ def _features_without_avx512() -> str:
 
 
 _ISA_AND_SHAPE = """
-from cbrtgrad import _isa, _compile
+from cbrtgrad.build import isa as _isa, compile as _compile
 isa = _isa.host_isa()
 print(isa.cpu, isa.name, isa.vector_bits, isa.configured, _compile.loop_shape(512).width)
 print(isa.describe())
@@ -325,7 +327,7 @@ def test_the_kernels_follow_numbas_target_not_the_host():
 
 
 def test_a_malformed_numba_cpu_features_is_a_value_error():
-    from cbrtgrad._isa import parse_features
+    from cbrtgrad.build.isa import parse_features
 
     assert parse_features("+avx2, -avx512f,") == {"avx2": True, "avx512f": False}
     with pytest.raises(ValueError, match="NUMBA_CPU_FEATURES must be"):
@@ -338,7 +340,7 @@ def test_functions_only_numba_calls_have_no_python_entry_and_refuse_python():
     # does not exist; it must be a TypeError, never a crash.
     import numpy as np
 
-    from cbrtgrad.kernels import blocks, grad_blocks, grad_flags
+    from cbrtgrad.kernels.cpu import blocks, grad_blocks, grad_flags
     from cbrtgrad.kernels.internal_jit import NumbaOnlyDispatcher
 
     helpers = {

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 import cbrtgrad
-from cbrtgrad.bench.inputs import bench_inputs
-from cbrtgrad.kernels import cpu
-from cbrtgrad.kernels.exact_rounding import make_exact_rounding
-from cbrtgrad.kernels.primitives import CPU_PRIMITIVES
+from cbrtgrad.cli.bench.inputs import bench_inputs
+from cbrtgrad.kernels.cpu import catalog as cpu
+from cbrtgrad.kernels.formulas.exact_rounding import make_exact_rounding
+from cbrtgrad.kernels.formulas.primitives import CPU_PRIMITIVES
 from cbrtgrad.verification import cases
 from cbrtgrad.verification.integer_oracle import correctly_rounded_cbrt
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cbrtgrad as cg
-from cbrtgrad._array_kinds import is_device_array
+from cbrtgrad.arrays.kinds import is_device_array
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")

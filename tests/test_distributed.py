@@ -16,14 +16,14 @@ import pytest
 from distributed import Client, LocalCluster, wait
 
 import cbrtgrad as cg
-from cbrtgrad import _cache
 from cbrtgrad.backends.dask_cluster import (
     default_numba_threads,
     kernels_plugin,
     numba_threads_plugin,
     worker_env,
 )
-from cbrtgrad.kernels.cpu import cached_kernels
+from cbrtgrad.build import cache as _cache
+from cbrtgrad.kernels.cpu.catalog import cached_kernels
 from tools.measuring import dask_table
 
 from .backends._cases import cases, same_bits
@@ -117,7 +117,7 @@ def test_thread_settings_validate_their_arguments():
 
 
 def _built_kernels():  # type: ignore[no-untyped-def]
-    from cbrtgrad import _compile
+    from cbrtgrad.build import compile as _compile
 
     return _compile.built_kernels()
 

@@ -326,7 +326,7 @@ def test_named_backend_is_checked_on_every_call():
 
 def test_compute_dtype_of_is_the_one_decision_of_a_call():
     # What the api asks once per call, and backends called without dtype= ask too.
-    from cbrtgrad._dtypes import compute_dtype_of
+    from cbrtgrad.arrays.dtypes import compute_dtype_of
 
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
     assert compute_dtype_of(np.ones(2, np.float16)) == f32

@@ -126,7 +126,7 @@ def test_fused_out_must_be_a_pair_of_the_right_shape():
 @pytest.mark.parametrize("backend", ["cpu", None])
 def test_an_out_numpy_refuses_is_worded_as_for_every_backend(backend):
     # The cpu backend's out= goes to numpy's ufunc machinery unchecked
-    # (cbrtgrad._host); what numpy refuses gets cbrtgrad's words.
+    # (cbrtgrad.backends.host); what numpy refuses gets cbrtgrad's words.
     x, g = np.ones(3), np.full(3, 3.0)
     read_only = np.empty(3)
     read_only.flags.writeable = False

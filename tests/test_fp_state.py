@@ -2,7 +2,7 @@
 
 The ``parallel`` backend's loops run on numba's threads, whose flags numpy
 never sees; they return them and the backend signals them as numpy would
-(:mod:`cbrtgrad.kernels.fpstatus`). The ``cpu`` backend is a numpy ufunc over
+(:mod:`cbrtgrad.kernels.cpu.fpstatus`). The ``cpu`` backend is a numpy ufunc over
 the same block code, so the two must agree on every input, condition for
 condition; the ``numpy`` backend computes ``g / (3 y y)`` in numpy steps and
 is held to the conditions of the singularity (divide by zero at ``y = 0``,
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import cbrtgrad as cg
-from cbrtgrad.kernels import denormals, fpstatus
+from cbrtgrad.kernels.cpu import denormals, fpstatus
 
 HOST = ("cpu", "numpy", "parallel")
 
@@ -189,7 +189,7 @@ _FLUSH_THEN_CALL = """
 import sys
 import numpy as np
 import cbrtgrad
-from cbrtgrad.kernels import denormals
+from cbrtgrad.kernels.cpu import denormals
 
 keep, restore = denormals.mode_functions()
 n = 2_000_000  # above the parallel backend's threshold: every thread of numba's team takes part
@@ -213,7 +213,7 @@ def check(where):
                          expected):
         assert np.all(got.view(np.uint8).reshape(n, -1) == want[:1].view(np.uint8)), (where, got)
     if dtype == np.float32:  # the engine's parallel sum reads subnormals as they are
-        from cbrtgrad.kernels import reduce
+        from cbrtgrad.kernels.cpu import reduce
 
         assert reduce.sum_float32(x) == exact_sum, where
 

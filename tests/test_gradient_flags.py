@@ -20,7 +20,7 @@ an infinite ``g``. Checked for tables of classes (zeros, infinities, nans,
 subnormal, tiny and huge operands, results at the thresholds) and random
 pairs, at the start and the end of arrays that span the vector loop and its
 scalar tail, on both CPU backends and for the fused kernel; and the flags'
-audit itself (kernels/grad_flags.py) across its blocks, in place, for a
+audit itself (kernels/cpu/grad_flags.py) across its blocks, in place, for a
 broadcast ``g`` and for a ufunc inner loop called once per row.
 """
 
@@ -34,8 +34,8 @@ import numpy as np
 import pytest
 
 import cbrtgrad as cg
-from cbrtgrad.kernels import fpstatus
-from cbrtgrad.kernels.grad_flags import AUDIT_BLOCK
+from cbrtgrad.kernels.cpu import fpstatus
+from cbrtgrad.kernels.cpu.grad_flags import AUDIT_BLOCK
 
 pytestmark = pytest.mark.skipif(not fpstatus.AVAILABLE, reason="the IEEE flags cannot be read")
 

@@ -21,7 +21,7 @@ import pytest
 
 import cbrtgrad
 from cbrtgrad.backends import get_backend
-from cbrtgrad.kernels import blocks
+from cbrtgrad.kernels.cpu import blocks
 
 _BITS = {np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
 _ON_X86 = platform.machine().lower() in {"x86_64", "amd64", "i686", "x86"}

@@ -1,4 +1,4 @@
-"""The float32 gradient's fast path and its second pass (kernels/blocks.py, grad_block).
+"""The float32 gradient's fast path and its second pass (kernels/cpu/blocks.py, grad_block).
 
 The fast path rounds the float64 quotient q64 to float32; that double rounding
 is wrong only where q64 is itself a float32 midpoint, and those lanes go to the
@@ -13,7 +13,7 @@ import numba
 import numpy as np
 import pytest
 
-from cbrtgrad.kernels import cpu
+from cbrtgrad.kernels.cpu import catalog as cpu
 from cbrtgrad.verification import cases
 
 from .backends._cases import same_bits

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import cbrtgrad
-from cbrtgrad.kernels import cpu
-from cbrtgrad.kernels.exact_rounding import make_exact_rounding
-from cbrtgrad.kernels.primitives import CPU_PRIMITIVES
+from cbrtgrad.kernels.cpu import catalog as cpu
+from cbrtgrad.kernels.formulas.exact_rounding import make_exact_rounding
+from cbrtgrad.kernels.formulas.primitives import CPU_PRIMITIVES
 
 from .backends._cases import same_bits
 

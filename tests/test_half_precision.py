@@ -1,6 +1,6 @@
 """Half precision (float16, ml_dtypes' bfloat16): one dtype rule, correctly rounded results.
 
-The rule (cbrtgrad._dtypes): half precision is computed in float32 and
+The rule (cbrtgrad.arrays.dtypes): half precision is computed in float32 and
 returned as float32, by the api and the graph engine alike. A half-precision
 result exists only in an ``out=`` array of that dtype, and there it is
 correctly rounded in its own precision (a double rounding through float32 is
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import cbrtgrad as cg
-from cbrtgrad import _half
+from cbrtgrad.arrays import half as _half
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 HALVES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}

@@ -1,4 +1,4 @@
-"""No import circle inside the package, deferred or not (issue 25).
+"""No import circle inside the package, deferred or not, and no import to a higher layer.
 
 The graph has an edge from module A to module B when A imports B anywhere:
 at the top, inside a function, or under ``if TYPE_CHECKING`` (a circle that
@@ -104,7 +104,7 @@ def _circles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
 def test_the_graph_sees_imports_inside_functions():
     graph = _graph()
     # cli.py imports the verification package only inside its commands.
-    assert "cbrtgrad.verification.exhaustive" in graph["cbrtgrad.cli"]
+    assert "cbrtgrad.verification.exhaustive" in graph["cbrtgrad.cli.main"]
     assert "cbrtgrad.backends._catalog" in graph["cbrtgrad.backends.dask_blocks"]
 
 
@@ -122,3 +122,49 @@ def test_no_import_circle_but_the_known_ones():
 @pytest.mark.xfail(reason="a known circle (KNOWN_CIRCLES), to be removed by issue 25", strict=True)
 def test_known_circle_is_gone(circle):
     assert circle not in set(_circles(_graph()))
+
+
+#: The package's layers, from the bottom: a module imports only modules of its
+#: own layer or of the layers below (docs/architecture.md draws them). The
+#: bridges sit side by side on the engine; verification and the command line
+#: use everything below them.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_config", "_version"),
+    ("build",),
+    ("kernels",),
+    ("arrays",),
+    ("backends",),
+    ("api",),
+    ("engine",),
+    ("numba", "torch", "jax", "mlx"),
+    ("verification",),
+    ("cli", "warming", "__main__", ""),
+)
+
+
+def _layer(module: str) -> int:
+    top = module.split(".")[1] if "." in module else ""
+    for level, rooms in enumerate(LAYERS):
+        if top in rooms:
+            return level
+    raise AssertionError(f"{module} is in no layer of LAYERS: place its folder in the picture")
+
+
+def test_every_module_is_in_a_layer():
+    for module in _modules():
+        _layer(module)
+
+
+def test_no_import_from_a_lower_layer_to_a_higher_one():
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in _graph().items()
+        for target in targets
+        if _layer(target) > _layer(module)
+    )
+    assert upward == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    assert _layer("cbrtgrad.kernels.cpu.blocks") < _layer("cbrtgrad.engine.tensor")
+    assert _layer("cbrtgrad.build.cache") < _layer("cbrtgrad.torch._native")

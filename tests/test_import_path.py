@@ -1,6 +1,6 @@
 """``import cbrtgrad`` loads the core only: no scipy, tqdm or matplotlib, no measuring module.
 
-The measuring code a user runs is the subpackage ``cbrtgrad.bench``: no core
+The measuring code a user runs is the subpackage ``cbrtgrad.cli.bench``: no core
 module imports it (checked in the source, by walking each module's imports),
 and ``import cbrtgrad`` loads none of it (checked in a fresh interpreter). The
 rest, behind the docs' tables and figures, is ``tools/measuring`` (issue 34),
@@ -18,8 +18,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "cbrtgrad"
 
 MEASURING = [
-    "cbrtgrad._progress",
-    "cbrtgrad._text",
+    "cbrtgrad.verification.progress",
+    "cbrtgrad.verification.text",
     "cbrtgrad.verification.report",
     "cbrtgrad.verification.exhaustive",
 ]
@@ -27,7 +27,7 @@ HEAVY = ["scipy", "tqdm", "matplotlib", "mpmath", "jax", "dask", "torch"]
 
 #: The modules outside the core: the measuring package and the command line
 #: that runs it (its subcommands import it when they run).
-NOT_CORE = {"bench", "cli.py", "__main__.py"}
+NOT_CORE = {"cli", "__main__.py"}
 
 
 def _loaded_after(statement):
@@ -38,10 +38,10 @@ def _loaded_after(statement):
 
 
 def _is_bench(module):
-    return module == "cbrtgrad.bench" or module.startswith("cbrtgrad.bench.")
+    return module == "cbrtgrad.cli.bench" or module.startswith("cbrtgrad.cli.bench.")
 
 
-@pytest.mark.parametrize("statement", ["import cbrtgrad", "import cbrtgrad.cli"])
+@pytest.mark.parametrize("statement", ["import cbrtgrad", "import cbrtgrad.cli.main"])
 def test_import_leaves_the_measuring_tools_out(statement):
     loaded = _loaded_after(statement)
     assert "cbrtgrad" in loaded
@@ -51,8 +51,8 @@ def test_import_leaves_the_measuring_tools_out(statement):
 
 
 def test_the_subcommand_that_measures_imports_them():
-    loaded = _loaded_after("from cbrtgrad.bench import anchors")
-    assert {"cbrtgrad.bench.anchors", "cbrtgrad._text", "scipy"} <= loaded
+    loaded = _loaded_after("from cbrtgrad.cli.bench import anchors")
+    assert {"cbrtgrad.cli.bench.anchors", "cbrtgrad.verification.text", "scipy"} <= loaded
 
 
 def _core_modules():
@@ -80,7 +80,7 @@ def _imported(source, relative):
 
 def test_the_core_imports_nothing_of_the_measuring_package():
     # Every import in the source counts, also those inside functions or under
-    # TYPE_CHECKING: the core must not need cbrtgrad.bench at any time.
+    # TYPE_CHECKING: the core must not need cbrtgrad.cli.bench at any time.
     core = list(_core_modules())
     assert Path("api.py") in core and Path("engine", "tensor.py") in core
     offenders = {}
@@ -95,18 +95,18 @@ def test_the_core_imports_nothing_of_the_measuring_package():
 @pytest.mark.parametrize(
     ("source", "caught"),
     [
-        ("from ..bench import timing", True),
-        ("from .. import bench", True),
-        ("import cbrtgrad.bench.anchors", True),
-        ("def f():\n    from ..bench.calls import call_rows", True),
+        ("from .bench import timing", True),
+        ("from . import bench", True),
+        ("import cbrtgrad.cli.bench.anchors", True),
+        ("def f():\n    from .bench.calls import call_rows", True),
         ("from .. import benchmarking, engine", False),
-        ("from . import bench", False),  # cbrtgrad.engine.bench: not the package
+        ("from ..engine import bench", False),  # cbrtgrad.engine.bench: not the package
         ("from ._bench_helpers import x", False),
     ],
 )
 def test_the_import_walk_resolves_relative_imports(source, caught):
-    # As if the line were in cbrtgrad/engine/ops.py.
-    names = list(_imported(source, Path("engine", "ops.py")))
+    # As if the line were in cbrtgrad/cli/main.py.
+    names = list(_imported(source, Path("cli", "main.py")))
     assert any(_is_bench(m) for m in names) == caught, names
 
 

@@ -24,7 +24,7 @@ jnp = pytest.importorskip("jax.numpy")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 cj = importlib.import_module("cbrtgrad.jax")
 from cbrtgrad.jax._primitives import cbrt_p  # noqa: E402
-from cbrtgrad.kernels import denormals  # noqa: E402
+from cbrtgrad.kernels.cpu import denormals  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HALVES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}

@@ -1,8 +1,8 @@
-"""Lazy compilation and the on-disk kernel cache (cbrtgrad/_cache.py), in fresh processes.
+"""Lazy compilation and the on-disk kernel cache (cbrtgrad/build/cache.py), in fresh processes.
 
 Every process here gets its own temporary cache folder (``tmp_path``); none
 touches the user's cache. Which kernels a process compiled or loaded is read
-from :func:`cbrtgrad._compile.built_kernels` and from the numba dispatchers
+from :func:`cbrtgrad.build.compile.built_kernels` and from the numba dispatchers
 themselves; nothing is timed (the speed goals are in asv_benches and
 ``cbrtgrad bench``).
 """
@@ -25,8 +25,11 @@ import numpy as np
 import pytest
 
 import cbrtgrad
-from cbrtgrad import _cache, _config, _kernel_locator
-from cbrtgrad.kernels import cpu, cpu_ufuncs
+from cbrtgrad import _config
+from cbrtgrad.build import cache as _cache
+from cbrtgrad.build import locator as _kernel_locator
+from cbrtgrad.kernels.cpu import catalog as cpu
+from cbrtgrad.kernels.cpu import ufuncs as cpu_ufuncs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,8 +38,8 @@ _CALL = """
 import hashlib, json, sys
 import numpy as np
 import cbrtgrad
-from cbrtgrad import _compile
-from cbrtgrad.kernels import blocks, grad_blocks
+from cbrtgrad.build import compile as _compile
+from cbrtgrad.kernels.cpu import blocks, grad_blocks
 dtype = np.dtype(sys.argv[1])
 x = np.concatenate([np.linspace(-1e3, 1e3, 4099), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]])
 y = cbrtgrad.cbrt(x.astype(dtype))
@@ -91,7 +94,7 @@ def test_first_float64_call_compiles_only_its_loop_then_loads_it(tmp_path):
     assert second["compiled_functions"]["forward_block_f64"] == 0
     assert second["digest"] == first["digest"]
     # One folder for this key, holding the one kernel (its loop and its block
-    # entry, kernels/ufunc_loops.py) and what it was keyed on.
+    # entry, kernels/cpu/ufunc_loops.py) and what it was keyed on.
     (folder,) = [p for p in (tmp_path / "cbrtgrad").iterdir() if p.is_dir()]
     suffixes = [".json", ".nbc", ".nbc", ".nbi", ".nbi"]
     assert sorted(p.suffix for p in folder.iterdir()) == suffixes
@@ -131,7 +134,7 @@ def test_a_cache_written_under_one_setting_is_not_used_under_another(tmp_path):
 
 
 def _folder_of(cache: Path, **extra: str) -> str:
-    script = "from cbrtgrad import _cache; print(_cache.directory())"
+    script = "from cbrtgrad.build import cache as _cache; print(_cache.directory())"
     done = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
@@ -152,10 +155,53 @@ def test_a_change_to_the_kernels_source_is_a_new_key(tmp_path):
     }
     # A comment in a module the kernel calls (not the file of the cached
     # function, which is all numba's own cache=True would look at).
-    with open(copy / "cbrtgrad" / "kernels" / "formulas.py", "a") as handle:
+    with open(copy / "cbrtgrad" / "kernels" / "formulas" / "scalar.py", "a") as handle:
         handle.write("\n# a change\n")
     again = _call(cache, "float32", cwd=copy, PYTHONPATH=str(copy))
     assert again["built"] == {"ufunc cube_root float32": "compiled"}
+
+
+def test_the_key_covers_every_module_of_the_kernels_and_build_folders(monkeypatch, tmp_path):
+    # The key's sources are found by walking the folders: a change to any
+    # module there, or a new module, is a new key; the layers above (the
+    # engine, the bridges) are not part of it.
+    copy = tmp_path / "cbrtgrad"
+    shutil.copytree(ROOT / "cbrtgrad", copy, ignore=shutil.ignore_patterns("*.pyc", "*.so"))
+    monkeypatch.setattr(_cache, "_PACKAGE", copy)
+
+    def digest() -> str:
+        _cache._source_digest.cache_clear()
+        return _cache._source_digest()
+
+    try:
+        before = digest()
+        folders = sorted(
+            {p.parent for p in (copy / "kernels").rglob("*.py")}
+            | {p.parent for p in (copy / "build").rglob("*.py")}
+        )
+        assert {f.relative_to(copy).as_posix() for f in folders} >= {
+            "build",
+            "kernels",
+            "kernels/cpu",
+            "kernels/cuda",
+            "kernels/formulas",
+            "kernels/handlers",
+        }
+        for folder in folders:
+            module = sorted(folder.glob("*.py"))[0]
+            kept = module.read_text()
+            module.write_text(kept + "\n# a change\n")
+            assert digest() != before, module
+            module.write_text(kept)
+            assert digest() == before
+            added = folder / "new_module.py"
+            added.write_text("")
+            assert digest() != before, added
+            added.unlink()
+        (copy / "engine" / "new_module.py").write_text("")
+        assert digest() == before
+    finally:
+        _cache._source_digest.cache_clear()
 
 
 def test_cache_off_compiles_and_writes_nothing(tmp_path):
@@ -170,7 +216,7 @@ _RACER = (
     """
 import os, sys, time
 import numpy, cbrtgrad
-from cbrtgrad.kernels import blocks
+from cbrtgrad.kernels.cpu import blocks
 open(sys.argv[3], "w").close()
 go = sys.argv[2]
 while not os.path.exists(go):
@@ -307,7 +353,7 @@ def test_bad_arguments_name_themselves():
 
 
 def test_info_shows_the_cache_and_how_warm_it_is():
-    from cbrtgrad.cli import info_lines
+    from cbrtgrad.cli.main import info_lines
 
     cbrtgrad.cbrt(np.ones(2))  # at least the float64 forward is cached now
     (line,) = [line for line in info_lines() if line.startswith("cache")]
@@ -329,7 +375,7 @@ def test_numbas_locators_are_the_ones_cbrtgrad_puts_after_its_own():
 def test_a_locator_list_the_user_gave_is_kept_after_cbrtgrads(monkeypatch):
     from numba.core import config
 
-    ours = "cbrtgrad._kernel_locator.KernelLocator"
+    ours = "cbrtgrad.build.locator.KernelLocator"
     monkeypatch.setattr(config, "CACHE_LOCATOR_CLASSES", "UserWideCacheLocator")
     assert _kernel_locator.kernel_function(_digest, "float64") is not None
     assert config.CACHE_LOCATOR_CLASSES == f"{ours},UserWideCacheLocator"
@@ -383,12 +429,13 @@ def test_a_users_cached_function_is_cached_where_numba_puts_it(tmp_path):
 
 #: Runs the MLX loops (threaded forward, serial gradient) and a prange loop in
 #: a fresh process: loops that call the ufuncs' block entries by name
-#: (kernels/linked_entries.py); prints what was built and the results' bits.
+#: (kernels/handlers/linked_entries.py); prints what was built and the results' bits.
 _LINKED_CALL = """
 import ctypes, hashlib, json
 import numpy as np
-from cbrtgrad import _compile
-from cbrtgrad.kernels import buffer_loops, prange_loops
+from cbrtgrad.build import compile as _compile
+from cbrtgrad.kernels.handlers import buffer_loops
+from cbrtgrad.kernels.cpu import prange_loops
 x = np.concatenate([np.linspace(-1e3, 1e3, 5001), [0.0, -0.0, np.inf, -np.nan, 5e-324, 1e-300]])
 g = np.linspace(-2.0, 3.0, x.size)
 y, dx = np.empty_like(x), np.empty_like(x)
@@ -519,7 +566,7 @@ def _setups(base: Path) -> dict[str, tuple[Path, str | None]]:
 
 @_AS_ROOT
 def test_the_rule_for_a_folder_to_load_code_from(tmp_path):
-    from cbrtgrad._private_folder import unsafe_reason
+    from cbrtgrad.build.private_folder import unsafe_reason
 
     base = _made(tmp_path / "base", 0o700)
     for name, (folder, expected) in _setups(base).items():
@@ -537,7 +584,7 @@ def test_the_rule_for_a_folder_to_load_code_from(tmp_path):
 def test_the_rule_as_another_user(tmp_path):
     import tempfile
 
-    from cbrtgrad._private_folder import unsafe_reason
+    from cbrtgrad.build.private_folder import unsafe_reason
 
     # The rule asked as NOBODY (the effective user id, which root may set
     # and take back), where root's folders are another user's; under /tmp,
@@ -581,7 +628,7 @@ import numpy as np
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     import cbrtgrad
-    from cbrtgrad import _cache, _compile
+    from cbrtgrad.build import cache as _cache, compile as _compile
     y = cbrtgrad.cbrt(np.array([27.0, -8.0], np.float32))
     entry = None
     try:
@@ -678,7 +725,7 @@ _THREE_CALLS = """
 import json, warnings
 import numpy as np
 import cbrtgrad
-from cbrtgrad import _compile
+from cbrtgrad.build import compile as _compile
 x = np.concatenate([np.arange(-20, 21, dtype=np.float32) ** 3, np.linspace(-7, 9, 3001)])
 x = x[x != 0].astype(np.float32)
 with warnings.catch_warnings(record=True) as caught:
@@ -704,7 +751,7 @@ _THREE_KERNELS = (
     "parallel forward float32",
 )
 _DAMAGED_PARTS = (
-    "cpu_ufuncs.forward_loop_f32-",
+    "ufuncs.forward_loop_f32-",
     "grad_blocks.grad_f32_at-",
     "prange_loops._forward_loop-",
 )

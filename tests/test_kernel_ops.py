@@ -96,8 +96,11 @@ def test_the_protocol_and_the_api_have_every_op(op: KernelOp) -> None:
 @pytest.mark.parametrize("op", ELEMENTARY, ids=lambda op: op.name)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_elementary_ops_have_every_kernel(op: KernelOp, dtype: str) -> None:
-    from cbrtgrad.kernels import buffer_loops, cpu, cpu_ufuncs, user_loops, xla_ffi
-    from cbrtgrad.kernels import cuda as cuda_kernels
+    from cbrtgrad.kernels.cpu import catalog as cpu
+    from cbrtgrad.kernels.cpu import ufuncs as cpu_ufuncs
+    from cbrtgrad.kernels.cpu import user_loops
+    from cbrtgrad.kernels.cuda import elementwise as cuda_kernels
+    from cbrtgrad.kernels.handlers import buffer_loops, xla_ffi
 
     ufunc = cpu.ufunc(op.name, dtype)
     assert (ufunc.__name__, ufunc.nin, ufunc.nout) == (op.name, op.arity, 1)
@@ -111,8 +114,8 @@ def test_elementary_ops_have_every_kernel(op: KernelOp, dtype: str) -> None:
 
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
 def test_every_op_has_its_parallel_and_cuda_kernels(op: KernelOp) -> None:
-    from cbrtgrad.kernels import cuda as cuda_kernels
-    from cbrtgrad.kernels import prange_loops
+    from cbrtgrad.kernels.cpu import prange_loops
+    from cbrtgrad.kernels.cuda import elementwise as cuda_kernels
 
     for name in op.parallel_loops:
         signatures, _ = prange_loops.LOOPS[name]
@@ -164,7 +167,7 @@ def test_elementary_op_refuses_other_names(bad: object) -> None:
     with pytest.raises(ValueError, match="^cbrtgrad: op must be 'cube_root' or 'cube_root_grad'"):
         elementary_op(bad)
     with pytest.raises(ValueError, match="op must be"):
-        cbrtgrad.kernels.cpu.ufunc(bad, np.float64)  # type: ignore[arg-type]
+        cbrtgrad.kernels.cpu.catalog.ufunc(bad, np.float64)  # type: ignore[arg-type]
 
 
 def test_a_new_elementary_op_gets_its_backend_method(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,8 +5,9 @@ import time
 
 import pytest
 
-from cbrtgrad import _progress, _text
-from cbrtgrad.bench import timing
+from cbrtgrad.cli.bench import timing
+from cbrtgrad.verification import progress as _progress
+from cbrtgrad.verification import text as _text
 
 
 class _Terminal(io.StringIO):

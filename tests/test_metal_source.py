@@ -1,6 +1,6 @@
 """The Metal kernel's source, generated from formulas_f32_fma.py, compiled as C++ on the CPU.
 
-The generated statements (cbrtgrad/kernels/metal_source.py) with a shim for
+The generated statements (cbrtgrad/kernels/handlers/metal_source.py) with a shim for
 the Metal names are compiled by the C++ compiler with no fast math and no
 contraction, and compared bit for bit with cbrtgrad's float32 kernel (which
 computes in float64): on 10^6 random bit patterns and the specials in every
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import cbrtgrad
-from cbrtgrad.kernels import metal_source
+from cbrtgrad.kernels.handlers import metal_source
 
 CXX = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler to check the source with")

@@ -201,7 +201,7 @@ def test_builds_with_pips_cmake_where_path_has_none(path_without_cmake, wheel_bi
     # the extension loads, and the build log shows which cmake ran.
     cache = tmp_path / "cache"
     done = _python(
-        "from cbrtgrad import _compile\nfrom cbrtgrad.mlx import _build\n"
+        "from cbrtgrad.build import compile as _compile\nfrom cbrtgrad.mlx import _build\n"
         "module = _build.extension()\n"
         "print(sorted(n for n in dir(module) if not n.startswith('_')))\n"
         "print(_compile.built_kernels()[_build.BUILT_NAME])\n",
@@ -386,7 +386,7 @@ def test_unknown_backend_setting_names_the_variable(monkeypatch):
 def test_metal_kernel_without_metal_is_mlx_s_error():
     # The generated kernel is made (its source is checked on the CPU in
     # tests/test_metal_source.py); running it needs a Metal GPU.
-    from cbrtgrad.kernels.metal_source import metal_body
+    from cbrtgrad.kernels.handlers.metal_source import metal_body
     from cbrtgrad.mlx import _metal
 
     assert _metal.metal_kernel() is _metal.metal_kernel()

@@ -1,4 +1,4 @@
-"""The C++ builds' keeping and loading (cbrtgrad/_native_build.py), on a small extension.
+"""The C++ builds' keeping and loading (cbrtgrad/build/native.py), on a small extension.
 
 What is checked, in fresh processes (a damaged shared library kills the
 process that loads it): a build is loaded only where the record of its size
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from cbrtgrad import _native_build
+from cbrtgrad.build import native as _native_build
 
 ROOT = Path(__file__).resolve().parent.parent
 fcntl = pytest.importorskip("fcntl")  # the build lock's (none on Windows)
@@ -50,7 +50,7 @@ PyMODINIT_FUNC PyInit__toy(void) {
 _SCRIPT = """
 import json, subprocess, sys, sysconfig, warnings
 from pathlib import Path
-from cbrtgrad import _compile, _native_build
+from cbrtgrad.build import compile as _compile, native as _native_build
 
 def build(work, log):
     built = work / ("_toy" + _native_build.SUFFIX)

@@ -299,7 +299,7 @@ def test_float32_loop_is_vectorised_and_float64_keeps_its_exact_path_out_of_line
     assert re.search(packed_fma, _compiled(forward_loop, x32, x32)), "float32 loop is scalar"
     # cbrt_into: a call of the ufunc's block function (whose vector loops
     # tests/test_compile_policy.py checks), compiled out of line.
-    block = r"call [^\n]*@\"?_ZN8cbrtgrad7kernels6blocks17forward_block_f64"
+    block = r"call [^\n]*@\"?_ZN8cbrtgrad7kernels3cpu6blocks17forward_block_f64"
     assert re.search(block, _compiled(forward_into, x64, x64, llvm=True))
     # float64: the scalar form calls the rare paths (the exact one, the
     # specials') as functions of their own.
@@ -314,13 +314,13 @@ def test_out_of_line_marks_the_kernel_and_nothing_it_calls():
     # they call, which the library's vector loops link too, must not be.
     from llvmlite import ir
 
-    from cbrtgrad import _simd_shape
-    from cbrtgrad.kernels import blocks
+    from cbrtgrad.build import simd as _simd_shape
+    from cbrtgrad.kernels.cpu import blocks
 
     module = ir.Module()
     kinds = ir.FunctionType(ir.VoidType(), [])
     for name in ("blocks17forward_block_f64B2v1", "formulas12cube_root_f64B2v1"):
-        function = ir.Function(module, kinds, f"_ZN8cbrtgrad7kernels6{name}")
+        function = ir.Function(module, kinds, f"_ZN8cbrtgrad7kernels3cpu6{name}")
         ir.IRBuilder(function.append_basic_block()).ret_void()
     prefix = _simd_shape._mangled_prefix(blocks.forward_block_f64.py_func)
     _simd_shape._mark_functions(module, "noinline", prefix)

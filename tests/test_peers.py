@@ -14,8 +14,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from cbrtgrad._isa import HostIsa, host_isa
-from cbrtgrad.bench.inputs import bench_inputs
+from cbrtgrad.build.isa import HostIsa, host_isa
+from cbrtgrad.cli.bench.inputs import bench_inputs
 from cbrtgrad.verification import cases, ulp
 from tools import measure
 from tools.measuring import peer_table, peers

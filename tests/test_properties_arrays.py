@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import cbrtgrad as cg
-from cbrtgrad import _dtypes
+from cbrtgrad.arrays import dtypes as _dtypes
 from cbrtgrad.verification.cases import BARS
 from cbrtgrad.verification.ulp import PRECISION_BITS, cbrt_exact, mpmath_ulp_errors
 

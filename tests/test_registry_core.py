@@ -47,7 +47,7 @@ def test_numpy_backend_matches_np_cbrt():
 
 def test_small_calls_follow_use_backend_and_the_environment(monkeypatch):
     # The api keeps the automatic choice's answer for small plain arrays
-    # (cbrtgrad._host); a use_backend block and a CBRTGRAD_BACKEND read after
+    # (cbrtgrad.backends.host); a use_backend block and a CBRTGRAD_BACKEND read after
     # that must still decide. The numpy backend is told apart by its bits:
     # g / (3 y y) rounds three times, np.cbrt in float32 is not correctly rounded.
     x = np.linspace(0.5, 64.0, 1000, dtype=np.float32)
@@ -96,10 +96,10 @@ def test_small_cpu_size_is_the_parallel_threshold(monkeypatch):
 
 
 def test_settings_cache_clear_drops_what_the_small_calls_keep(monkeypatch):
-    # The small calls never read the settings (cbrtgrad._host.keep_choice):
+    # The small calls never read the settings (cbrtgrad.backends.host.keep_choice):
     # settings.cache_clear() drops their kept answer, and the next call,
     # on the general route, keeps the new one.
-    from cbrtgrad import _host
+    from cbrtgrad.backends import host as _host
 
     _host.keep_choice()
     kept = _config.settings()

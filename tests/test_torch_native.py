@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 import cbrtgrad
-from cbrtgrad import _host as api_host
 from cbrtgrad import warming
+from cbrtgrad.backends import host as api_host
 
 from ._bit_patterns import bits as _bits
 from ._bit_patterns import patterns as _patterns
@@ -34,7 +34,8 @@ from ._bit_patterns import tensor_bits as _tbits
 torch = pytest.importorskip("torch")
 
 import cbrtgrad.torch as ct  # noqa: E402  (after the skip: needs torch)
-from cbrtgrad.torch import _host, _native  # noqa: E402
+from cbrtgrad.torch import _cpu as _host  # noqa: E402
+from cbrtgrad.torch import _native  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     _native.compiler() is None, reason="no C++ compiler here to build the PyTorch entry"
@@ -269,7 +270,7 @@ def test_a_fresh_process_loads_it_and_sets_its_loops_on_first_use(native):
     # The module fixture built it into this run's cache (CBRTGRAD_CACHE_DIR).
     done = _python(
         "import torch, cbrtgrad.torch as ct\n"
-        "from cbrtgrad.torch import _host\n"
+        "from cbrtgrad.torch import _cpu as _host\n"
         "n = _host.NATIVE[0]\n"
         "print(n is not None, n.cube_root(torch.ones(2), 10))\n"
         "print(ct.cbrt(torch.tensor([8.0])).item(), ct.cbrt(torch.tensor([27.0])).item())\n"
@@ -283,7 +284,7 @@ def test_without_a_compiler_the_build_says_so_and_the_bridge_runs(tmp_path):
     done = _python(
         "import torch, cbrtgrad.torch as ct\n"
         "from cbrtgrad import warming\n"
-        "from cbrtgrad.torch import _native, _host\n"
+        "from cbrtgrad.torch import _native, _cpu as _host\n"
         "print(_native.entry(), _host.NATIVE[0], 'PyTorch entry' in warming.kernel_names())\n"
         "print([n for n in warming.kernel_names('torch') if 'PyTorch' in n or 'buffer' in n])\n"
         "try:\n    _native.build()\n"
@@ -374,7 +375,7 @@ def test_a_damaged_build_is_not_loaded_and_the_bridge_runs_in_python(native, dam
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
         "    import torch, cbrtgrad.torch as ct\n"
-        "    from cbrtgrad.torch import _host\n"
+        "    from cbrtgrad.torch import _cpu as _host\n"
         "print(_host.NATIVE[0])\n"
         "print(ct.cbrt(torch.tensor([27.0, -8.0, 1e-40])).tolist())\n"
         "for w in caught:\n    print(w.category.__name__, w.message)\n",

@@ -20,7 +20,7 @@ import pytest
 
 import cbrtgrad
 from cbrtgrad import _config
-from cbrtgrad import _host as api_host
+from cbrtgrad.backends import host as api_host
 from cbrtgrad.backends import use_backend
 
 from ._bit_patterns import UINT
@@ -113,7 +113,7 @@ def test_the_gradient_warns_of_nothing_and_is_ieee_at_zero(dtype):
 
 def test_the_parallel_backend_where_the_api_would_take_it(dtype, monkeypatch):
     # The Python route's (the C++ entry's own: tests/test_torch_native.py).
-    from cbrtgrad.torch import _host
+    from cbrtgrad.torch import _cpu as _host
 
     monkeypatch.setattr(_host, "NATIVE", [None])  # the readers look it up there, on each call
     calls: list[int] = []

@@ -10,14 +10,16 @@ from pathlib import Path
 import pytest
 
 import cbrtgrad
-from cbrtgrad import _cache, _config, cli, warming
-from cbrtgrad.kernels import cpu
+from cbrtgrad import _config, warming
+from cbrtgrad.build import cache as _cache
+from cbrtgrad.cli import main as cli
+from cbrtgrad.kernels.cpu import catalog as cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 
 _FIRST_CALL = """
 import numpy as np, cbrtgrad
-from cbrtgrad import _compile
+from cbrtgrad.build import compile as _compile
 cbrtgrad.cbrt(np.ones(3, np.float32), backend="cpu")
 cbrtgrad.cbrt(np.ones(3, np.float32), backend="parallel")
 print(sorted(_compile.built_kernels().items()))
@@ -156,7 +158,8 @@ def test_the_help_lists_every_group_one_line_each(capsys):
 _BRIDGE_PRELUDE = """
 import json, sys
 from numba.core import event
-from cbrtgrad import _compile, warming
+from cbrtgrad.build import compile as _compile
+from cbrtgrad import warming
 compiled = []
 class Compiled(event.Listener):
     def on_start(self, e):
@@ -285,7 +288,7 @@ def test_a_bridges_group_says_what_it_needs_where_its_library_is_missing(monkeyp
     # for: both are installed here), their groups name what to install, and
     # no kernel of theirs is warmed; the jax group needs no jax (its handlers
     # are numba's).
-    from cbrtgrad import _warm_units
+    from cbrtgrad.cli import warm_units as _warm_units
 
     monkeypatch.setattr(_warm_units, "_has_torch", lambda: False)
     monkeypatch.setattr(_warm_units, "_has_mlx", lambda: False)

@@ -13,7 +13,7 @@ to ``tests/data/cbrt_f64_hard.txt`` (hex input, hex root), which the tests read.
 blocks take the plain fast path), each result checked exactly: ``y`` is the correctly
 rounded root of ``x`` if and only if ``x`` lies strictly between the cubes of
 the midpoints below and above ``y``, decided in integer arithmetic
-(``kernels/exact_rounding.py``, itself checked against Python fractions in
+(``kernels/formulas/exact_rounding.py``, itself checked against Python fractions in
 ``tests/test_correct_rounding_f64.py``).
 
 ``check-grad-random N``: N random pairs (g, y) over all binades through the
@@ -40,10 +40,10 @@ import numba
 import numpy as np
 
 from cbrtgrad import api
-from cbrtgrad._isa import host_isa
-from cbrtgrad.kernels import cpu
-from cbrtgrad.kernels.exact_rounding import make_exact_rounding
-from cbrtgrad.kernels.primitives import CPU_PRIMITIVES
+from cbrtgrad.build.isa import host_isa
+from cbrtgrad.kernels.cpu import catalog as cpu
+from cbrtgrad.kernels.formulas.exact_rounding import make_exact_rounding
+from cbrtgrad.kernels.formulas.primitives import CPU_PRIMITIVES
 from cbrtgrad.verification import cases
 from cbrtgrad.verification.integer_oracle import correctly_rounded_cbrt
 
@@ -155,7 +155,7 @@ def check_random(n: int, chunk: int = 10_000_000) -> int:
     for seed in range(max(1, n // chunk)):
         x = _random(chunk, 2000 + seed)
         # The same inputs without those under 2^-800: blocks of nothing but
-        # plain inputs, which take the plain fast path (kernels/blocks.py:
+        # plain inputs, which take the plain fast path (kernels/cpu/blocks.py:
         # forward_block_f64); nearly every block of x has a tiny input.
         plain = np.ascontiguousarray(x[np.abs(x) >= 2.0**-800])
         for backend in ("cpu", "parallel"):

@@ -13,8 +13,8 @@ tool loads both kernels into one process and times them in turn:
    interleave) as of its commit;
 3. for each dtype and size, ``rounds`` turns of: today's ufunc, the old
    ufunc, ``np.cbrt``; each turn the best of ``repeat`` measurements
-   (:func:`cbrtgrad.bench.timing.best_time`), each figure the best over the
-   turns, on :func:`cbrtgrad.bench.inputs.bench_inputs` written into
+   (:func:`cbrtgrad.cli.bench.timing.best_time`), each figure the best over the
+   turns, on :func:`cbrtgrad.cli.bench.inputs.bench_inputs` written into
    a preallocated ``out=``.
 
 The ufuncs are called directly, so the figures are the kernels' loops, not
@@ -44,11 +44,11 @@ from typing import Any
 
 import numpy as np
 
-from cbrtgrad import _text
-from cbrtgrad._isa import host_isa
-from cbrtgrad.bench.inputs import bench_inputs
-from cbrtgrad.bench.timing import best_time
-from cbrtgrad.kernels import cpu
+from cbrtgrad.build.isa import host_isa
+from cbrtgrad.cli.bench.inputs import bench_inputs
+from cbrtgrad.cli.bench.timing import best_time
+from cbrtgrad.kernels.cpu import catalog as cpu
+from cbrtgrad.verification import text as _text
 
 ROOT = Path(__file__).resolve().parent.parent
 

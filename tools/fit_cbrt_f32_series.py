@@ -1,7 +1,7 @@
 """The float32 forward's step 2: the range it must cover and its minimax quadratic.
 
 Step 1 of the float32 cube root (``inverse_cbrt_f32`` in
-``cbrtgrad/kernels/formulas_f32.py``) leaves ``e = xs r^3 - 1`` in a narrow range;
+``cbrtgrad/kernels/formulas/f32.py``) leaves ``e = xs r^3 - 1`` in a narrow range;
 step 2 computes ``y1 = xs r^2 P(u)``, ``u = 1 + e``, with ``P`` a quadratic
 close to ``u^(-2/3)`` in relative error; step 3 needs ``y1`` within 2^-25 of the
 root (relative) to pick the correctly rounded float32 (docs/mathematics.md).
@@ -36,8 +36,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _minimax import lawson  # noqa: E402
 
-from cbrtgrad.kernels import cpu, formulas_f32  # noqa: E402
-from cbrtgrad.kernels.primitives import i32_as_f32  # noqa: E402
+from cbrtgrad.kernels.cpu import catalog as cpu  # noqa: E402
+from cbrtgrad.kernels.formulas import f32 as formulas_f32  # noqa: E402
+from cbrtgrad.kernels.formulas.primitives import i32_as_f32  # noqa: E402
 
 _inverse_cbrt_f32 = cpu.FORMULAS.inverse_cbrt_f32
 _inverse_cbrt_f32_integer_third = cpu.FORMULAS.inverse_cbrt_f32_integer_third

@@ -1,6 +1,6 @@
 """The float64 forward's inverse cube root: the range it must cover and its minimax polynomial.
 
-``inverse_cbrt_f64`` in ``cbrtgrad/kernels/formulas_f64.py`` starts from the bit
+``inverse_cbrt_f64`` in ``cbrtgrad/kernels/formulas/f64.py`` starts from the bit
 trick's ``r0`` (``inverse_cbrt_guess_f64``), forms ``e = a r0^3 - 1`` and returns
 ``r = r0 (1 + e Q(e))``, with ``1 + e Q(e)`` a degree-6 polynomial close to
 ``(1 + e)^(-1/3)`` in relative error; the proof of correct rounding needs
@@ -35,8 +35,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _minimax import lawson  # noqa: E402
 
-from cbrtgrad.kernels import cpu, formulas_f64  # noqa: E402
-from cbrtgrad.kernels.primitives import i64_as_f64  # noqa: E402
+from cbrtgrad.kernels.cpu import catalog as cpu  # noqa: E402
+from cbrtgrad.kernels.formulas import f64 as formulas_f64  # noqa: E402
+from cbrtgrad.kernels.formulas.primitives import i64_as_f64  # noqa: E402
 
 _guess = cpu.FORMULAS.inverse_cbrt_guess_f64
 KERNEL_COEFFICIENTS = (

@@ -261,7 +261,7 @@ def _sweep_kernel(name: str, dt: np.dtype, n: int, repeat: int) -> list[dict[str
     import cupy
     from cuda.core import Stream
 
-    from cbrtgrad.kernels import cuda as kernels
+    from cbrtgrad.kernels.cuda import elementwise as kernels
 
     rng = cupy.random.default_rng(3)
     x = (rng.standard_normal(n, dtype=np.float64) * 1e3).astype(dt)

@@ -35,19 +35,20 @@ if ROOT not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from cbrtgrad import __version__, _isa  # noqa: E402
-from cbrtgrad._cli_types import (  # noqa: E402
+from cbrtgrad import __version__  # noqa: E402
+from cbrtgrad.backends import _registry  # noqa: E402
+from cbrtgrad.build import isa as _isa  # noqa: E402
+from cbrtgrad.cli.args import (  # noqa: E402
     backend_list,
     json_path,
     memory_bounded,
     positive,
     write_json,
 )
-from cbrtgrad.backends import _registry  # noqa: E402
-from cbrtgrad.bench import anchors  # noqa: E402
-from cbrtgrad.bench.engine import format_engine_rows  # noqa: E402
-from cbrtgrad.bench.inputs import BENCH_SIZES  # noqa: E402
-from cbrtgrad.cli import BENCH_BYTES_PER_ELEMENT  # noqa: E402
+from cbrtgrad.cli.bench import anchors  # noqa: E402
+from cbrtgrad.cli.bench.engine import format_engine_rows  # noqa: E402
+from cbrtgrad.cli.bench.inputs import BENCH_SIZES  # noqa: E402
+from cbrtgrad.cli.main import BENCH_BYTES_PER_ELEMENT  # noqa: E402
 
 
 def _cpu_line() -> None:

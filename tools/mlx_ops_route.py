@@ -5,7 +5,7 @@ Issue 39 names two routes to a cube root MLX can trace (``mx.vmap``,
 (kept: ``cbrtgrad/mlx/_primitive.cpp``), or the algorithm written in MLX ops,
 ``mx.view`` for the bit tricks and float64 on the CPU. This script writes the
 second for the float32 forward only (the formulas of
-``cbrtgrad/kernels/formulas_f32.py``; MLX has no element-wise fma, so the
+``cbrtgrad/kernels/formulas/f32.py``; MLX has no element-wise fma, so the
 float32 Newton step and the polynomial round twice where the kernel fuses,
 and the exact sign of ``x - m^3`` comes from a Dekker split of ``m*m``
 instead of one fma), and reports, against ``cbrtgrad.cbrt``:
@@ -31,7 +31,7 @@ import numpy as np
 
 import cbrtgrad
 import cbrtgrad.mlx as cm
-from cbrtgrad.kernels import formulas_f32 as f32
+from cbrtgrad.kernels.formulas import f32
 
 F32, F64, I32, I64 = mx.float32, mx.float64, mx.int32, mx.int64
 

@@ -5,7 +5,7 @@ the same loop with ``rho ** (1/3)``) on a 128^3 grid, with two more variants:
 numba's own ``np.cbrt`` in the loop, and ``cbrtgrad.numba.cbrt_into`` over
 blocks of the grid (the vectorised block function; the same bits as the
 scalar loop, checked here). For each: the best time (every variant in turns,
-:func:`cbrtgrad.bench.timing.best_times`) on all of numba's threads, and the
+:func:`cbrtgrad.cli.bench.timing.best_times`) on all of numba's threads, and the
 largest error of ``e_x = -C rho^(4/3)`` and ``v_x = -(4/3) C rho^(1/3)`` in
 ulp against mpmath (200 bits, taking the float constants the code uses as
 exact) over a sample of grid points. docs/generated/numba_lda.txt is its
@@ -23,9 +23,10 @@ import mpmath
 import numba
 import numpy as np
 
-from cbrtgrad import _isa, _text
-from cbrtgrad.bench.timing import best_times
+from cbrtgrad.build import isa as _isa
+from cbrtgrad.cli.bench.timing import best_times
 from cbrtgrad.numba import cbrt, cbrt_into
+from cbrtgrad.verification import text as _text
 
 C_X = 0.75 * (3 / np.pi) ** (1 / 3)  # Dirac's exchange constant
 BLOCK = 4096

@@ -48,7 +48,7 @@ def _prepare_fork_server() -> None:
     # would be unusable in the forks.
     modules = ["cbrtgrad.backends.accelerate", "cbrtgrad.backends.cuda"]
     if importlib.util.find_spec("numba_cuda") is not None:
-        modules += ["numba.cuda", "cbrtgrad.kernels.cuda_primitives"]
+        modules += ["numba.cuda", "cbrtgrad.kernels.cuda.primitives"]
     for name in modules:
         importlib.import_module(name)
 

@@ -12,7 +12,7 @@ other backends' table would cost many minutes of compiling under ``--quick``.
 import numpy as np
 
 from cbrtgrad.backends import availability, get_backend, known
-from cbrtgrad.bench.inputs import BENCH_SIZES
+from cbrtgrad.cli.bench.inputs import BENCH_SIZES
 
 DTYPES = ["float32", "float64"]
 

@@ -1,6 +1,6 @@
 """asv benchmarks of small calls: argument handling against ``np.cbrt``'s call.
 
-The cases of ``cbrtgrad bench --calls`` (:mod:`cbrtgrad.bench.calls`): the
+The cases of ``cbrtgrad bench --calls`` (:mod:`cbrtgrad.cli.bench.calls`): the
 api's functions and the graph engine's step on one float64 element against
 ``np.cbrt`` on one, and ``cbrt`` on 1,000 against the ``cpu`` backend's own
 ufunc, each a ratio timed in turns with its anchor (``best_times``).
@@ -9,8 +9,8 @@ Issue 33's goals: 2x, 2x for ``out=`` too, 1.2x on 1,000, 20x the engine.
 
 import numpy as np
 
-from cbrtgrad.bench import calls
-from cbrtgrad.bench.timing import best_times
+from cbrtgrad.cli.bench import calls
+from cbrtgrad.cli.bench.timing import best_times
 
 ONE = np.ones(1)
 G = np.full(1, 3.0)

@@ -1,6 +1,6 @@
 """asv benchmarks of the core kernels: time, ratio against np.cbrt, accuracy, JIT cost.
 
-The sizes and inputs are those of ``cbrtgrad bench`` (cbrtgrad.bench.inputs);
+The sizes and inputs are those of ``cbrtgrad bench`` (cbrtgrad.cli.bench.inputs);
 the accuracy cases come from cbrtgrad.verification.cases, the table the tests
 and ``cbrtgrad verify`` use. The kernels are the cpu
 backend's, named explicitly as ``cbrtgrad bench`` does: at 10^7 elements the
@@ -12,8 +12,8 @@ here would otherwise pay (see ``benchmarks/__init__.py``).
 import numpy as np
 
 import cbrtgrad as cg
-from cbrtgrad.bench.inputs import BENCH_SIZES, bench_inputs
-from cbrtgrad.bench.timing import best_times
+from cbrtgrad.cli.bench.inputs import BENCH_SIZES, bench_inputs
+from cbrtgrad.cli.bench.timing import best_times
 from cbrtgrad.verification import cases, ulp
 
 DTYPES = ["float32", "float64"]

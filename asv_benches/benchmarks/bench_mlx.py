@@ -20,7 +20,7 @@ import importlib.util
 
 import numpy as np
 
-from cbrtgrad.bench.timing import best_times
+from cbrtgrad.cli.bench.timing import best_times
 
 N = 1_000_000
 

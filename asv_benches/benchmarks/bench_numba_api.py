@@ -11,8 +11,8 @@ on one thread (the ``cpu`` backend), timed in turns (``best_times``).
 import numpy as np
 
 import cbrtgrad as cg
-from cbrtgrad.bench.inputs import bench_inputs
-from cbrtgrad.bench.timing import best_times
+from cbrtgrad.cli.bench.inputs import bench_inputs
+from cbrtgrad.cli.bench.timing import best_times
 from tools.measuring import numba_loops
 
 DTYPES = ["float32", "float64"]

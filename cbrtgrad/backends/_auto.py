@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _config
-from .._array_kinds import is_device_array
+from ..arrays.kinds import is_device_array
 from ._catalog import AUTO, availability, get_backend, instance
 from ._protocol import Backend
 

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..kernels.cuda_primitives import simulating  # no numba.cuda: numpy and the stdlib
+from ..kernels.cuda.primitives import simulating  # no numba.cuda: numpy and the stdlib
 from ._protocol import Availability
 
 

@@ -19,11 +19,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import _dtypes
-from .._array_kinds import NUMPY_TO_TORCH, device_dtype, torch_dtypes
-
-#: Libraries whose arrays come back as their own kind.
-CUPY, TORCH, NUMBA = "cupy", "torch", "numba"
+from ..arrays import dtypes as _dtypes
+from ..arrays.kinds import (
+    CUPY,
+    NUMPY_TO_TORCH,
+    TORCH,
+    device_dtype,
+    library_of,
+    torch_dtypes,
+)
 
 
 class Operand(NamedTuple):
@@ -40,22 +44,6 @@ class Operand(NamedTuple):
     dtype: np.dtype
     device: int
     array: Any
-
-
-def library_of(value: Any) -> str:
-    """Which library's array ``value`` is: ``"cupy"``, ``"torch"`` or ``"numba"``.
-
-    Examples
-    --------
-    >>> library_of(object())
-    'numba'
-    """
-    module = type(value).__module__
-    if module.startswith("cupy"):
-        return CUPY
-    if module.startswith("torch"):
-        return TORCH
-    return NUMBA
 
 
 def read(value: Any, name: str, simulating: bool) -> Operand:

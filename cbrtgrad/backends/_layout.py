@@ -1,7 +1,7 @@
 """Array plumbing shared by the host backends: numpy ufunc semantics around 1-D kernels.
 
-``out`` and ``where`` arrive checked (:mod:`cbrtgrad._ufunc_args`), inputs in
-the compute dtype the caller decided (:mod:`cbrtgrad._dtypes`).
+``out`` and ``where`` arrive checked (:mod:`cbrtgrad.arrays.ufunc_args`), inputs in
+the compute dtype the caller decided (:mod:`cbrtgrad.arrays.dtypes`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .. import _dtypes
-from .._ufunc_args import broadcast_shape, check_fused_out, fused_overlap, fused_shape, same_view
+from ..arrays import dtypes as _dtypes
+from ..arrays.ufunc_args import (
+    broadcast_shape,
+    check_fused_out,
+    fused_overlap,
+    fused_shape,
+    same_view,
+)
 
 
 def fused_outputs(
@@ -25,7 +31,7 @@ def fused_outputs(
     C-ordered or all Fortran-ordered), those flat views in memory order
     (else ``None``). The fused
     kernels' ``out`` is checked here (by
-    :func:`cbrtgrad._ufunc_args.check_fused_out`), the entry every host
+    :func:`cbrtgrad.arrays.ufunc_args.check_fused_out`), the entry every host
     backend's ``cube_root_and_grad`` goes through, whether the api or a user
     calls it.
     """
@@ -62,7 +68,7 @@ def written_back(results: tuple[Any, Any], y: np.ndarray, dx: np.ndarray) -> tup
     """``y`` then ``dx`` written from ``results``; returns ``(y, dx)``.
 
     For a fused call whose out pair overlaps its inputs or each other
-    (:func:`cbrtgrad._ufunc_args.fused_overlap`): a host backend whose kernel
+    (:func:`cbrtgrad.arrays.ufunc_args.fused_overlap`): a host backend whose kernel
     writes ``y`` then ``dx`` block by block, or array by array, could read
     what it wrote, so it computes into new arrays and writes them here, as
     numpy's ufuncs behave (every input read before any output is written,
@@ -141,7 +147,7 @@ def call_ufunc(
     Examples
     --------
     >>> import numpy as np
-    >>> from cbrtgrad.kernels.cpu import ufuncs
+    >>> from cbrtgrad.kernels.cpu.catalog import ufuncs
     >>> out = np.zeros(3)
     >>> call_ufunc(ufuncs().cube_root, np.array([8.0, 27.0, 64.0]), out=out,
     ...            where=np.array([True, False, True]))
@@ -200,7 +206,7 @@ def apply_elementwise(
     The kernel only ever sees 1-D arrays that are contiguous, writable (numba's
     compiled signatures are for writable arrays), aligned and of dtype
     ``dtype`` (native byte order: see
-    :func:`cbrtgrad.kernels.prange_loops.check_behaved` for why a numba
+    :func:`cbrtgrad.kernels.cpu.prange_loops.check_behaved` for why a numba
     loop must never see an unaligned or byte-swapped array).
     ``out`` and ``where`` were checked by the api. One fast path, the layout
     of almost every call (:func:`direct_operands`: the kernel reads and

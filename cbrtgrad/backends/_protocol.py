@@ -45,9 +45,9 @@ class Backend(Protocol):
     already one of those), host inputs come already cast to it (a backend
     casts other inputs, e.g. dask chunks, as it reads them), ``where`` is
     ``True`` or a bool array, and ``out`` was checked by
-    ``cbrtgrad._ufunc_args.check_out`` (type, a shape the operands broadcast
+    ``cbrtgrad.arrays.ufunc_args.check_out`` (type, a shape the operands broadcast
     to, a dtype the result casts to, writable). A backend called without
-    ``dtype`` asks ``cbrtgrad._dtypes.compute_dtype_of``, the one rule.
+    ``dtype`` asks ``cbrtgrad.arrays.dtypes.compute_dtype_of``, the one rule.
     ``out`` and ``where`` have numpy ufunc meaning. Get one with
     :func:`get_backend`.
 
@@ -59,14 +59,14 @@ class Backend(Protocol):
 
     A backend whose kernels are numpy ufuncs may have a method
     ``ufunc(kernel, dtype)`` returning them (the ``cpu`` backend): the api
-    then hands its calls to numpy's ufunc machinery (``cbrtgrad._host``),
+    then hands its calls to numpy's ufunc machinery (``cbrtgrad.backends.host``),
     which checks ``out`` (type, shape, casting, writable), broadcasts, casts
     and gives its answer for any overlap with the inputs (it copies what its
     in-order loops could not take, and the inner loops take the rest,
-    ``kernels/ufunc_loops.py``); where numpy refuses an ``out``, the api's
+    ``kernels/cpu/ufunc_loops.py``); where numpy refuses an ``out``, the api's
     check words the error as for every backend. Every other backend gets an
     ``out`` checked by the api and inputs that do not overlap it
-    (``cbrtgrad._ufunc_args.unaliased``).
+    (``cbrtgrad.arrays.ufunc_args.unaliased``).
 
     Examples
     --------

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import _config
-from .._array_kinds import is_dask_array
+from ..arrays.kinds import is_dask_array
 from ._auto import auto_choice, describe_auto_choice, plain_array_choice, small_cpu_size
 from ._catalog import AUTO, BackendUnavailableError, availability, available, get_backend, known
 from ._protocol import Backend

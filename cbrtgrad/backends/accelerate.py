@@ -8,7 +8,7 @@ vForce (``Accelerate.framework``, vForce.h) declares::
 output first and the length through a pointer to a 32-bit ``int``, so arrays
 longer than 2^31 - 1 elements are passed in chunks. float16 is computed in
 float32; integers and bool in float64 (the dtype rules of
-:mod:`cbrtgrad._dtypes`); other dtypes are a ``TypeError``.
+:mod:`cbrtgrad.arrays.dtypes`); other dtypes are a ``TypeError``.
 
 Accuracy: Apple publishes no ulp bound, and vForce "may treat some or all
 denormal numbers as zero", so subnormal inputs may give ±0. ``cbrtgrad
@@ -28,10 +28,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import _config, _dtypes
-from .._array_kinds import is_device_array
-from .._ufunc_args import check_out
-from ..kernels import cpu as cpu_kernels
+from .. import _config
+from ..arrays import dtypes as _dtypes
+from ..arrays.kinds import is_device_array
+from ..arrays.ufunc_args import check_out
+from ..kernels.cpu import catalog as cpu_kernels
 from ..kernels.kernel_ops import CUBE_ROOT, KernelOp
 from ._layout import apply_elementwise, call_ufunc, fused_by_parts
 from ._protocol import Availability, ElementwiseOps

@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes
-from .._array_kinds import is_device_array
-from .._dtypes import _NATIVE
-from .._ufunc_args import check_out, fused_overlap, ready_pair
+from ..arrays import dtypes as _dtypes
+from ..arrays.dtypes import _NATIVE
+from ..arrays.kinds import is_device_array
+from ..arrays.ufunc_args import check_out, fused_overlap, ready_pair
 from ..kernels import SERIAL_BLOCK
 from ..kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_GRAD, ELEMENTARY, KernelOp, elementary_op
 from ._layout import call_ufunc, fused_outputs, into_other_dtype, written_back
@@ -19,7 +19,7 @@ from ._protocol import Availability, ElementwiseOps
 def _kernels() -> Any:
     # The kernel module on first use: it imports numba, which ``import
     # cbrtgrad`` never does (the api holds this backend from its import).
-    from ..kernels import cpu
+    from ..kernels.cpu import catalog as cpu
 
     return cpu
 
@@ -44,7 +44,7 @@ class CpuBackend(ElementwiseOps):
         The api hands its host calls on this backend to it: numpy's ufunc
         machinery does ``out=``, broadcasting, casting, overlap and
         ``__array_ufunc__`` overrides (the inner loops take the overlaps numpy
-        leaves them, kernels/ufunc_loops.py).
+        leaves them, kernels/cpu/ufunc_loops.py).
 
         Examples
         --------

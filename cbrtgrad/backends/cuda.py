@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes
-from .._array_kinds import is_device_array
-from .._ufunc_args import exact_out, fused_pair
-from ..kernels.cuda_primitives import simulating  # no numba.cuda: numpy and the stdlib
+from ..arrays import dtypes as _dtypes
+from ..arrays.kinds import is_device_array
+from ..arrays.ufunc_args import exact_out, fused_pair
+from ..kernels.cuda.primitives import simulating  # no numba.cuda: numpy and the stdlib
 from ..kernels.kernel_ops import KernelOp
 from . import _device_arrays as arrays
 from ._cuda_probe import probe
@@ -200,7 +200,7 @@ class CudaBackend(ElementwiseOps):
         from cuda.core import launch
         from numba import cuda
 
-        from ..kernels import cuda as kernels
+        from ..kernels.cuda import elementwise as kernels
 
         current = cuda.get_current_device()
         if current.id != device:
@@ -242,7 +242,7 @@ class CudaBackend(ElementwiseOps):
         scalar_g: bool,
     ) -> None:
         """The kernel in numba's simulator, on its flat arrays."""
-        from ..kernels import cuda as kernels
+        from ..kernels.cuda import elementwise as kernels
 
         dispatcher = kernels.kernel(name, dtype, inputs, scalar_g=scalar_g)
         blocks, threads = kernels.launch_config(

@@ -23,13 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes
-from .._array_kinds import is_dask_array, is_device_array
-from .._namespaces import device, library_dtype, namespace
-from .._ufunc_args import broadcast_shape, check_out
+from ..arrays import dtypes as _dtypes
+from ..arrays.kinds import NUMBA, is_dask_array, is_device_array, library_of
+from ..arrays.namespaces import device, library_dtype, namespace
+from ..arrays.ufunc_args import broadcast_shape, check_out
 from ..kernels.kernel_ops import KERNEL_OPS, KernelOp
 from ._catalog import get_backend as _backend
-from ._device_arrays import NUMBA, library_of
 from ._protocol import Availability, ElementwiseOps
 
 
@@ -264,7 +263,7 @@ class DaskBlocks(ElementwiseOps):
     ) -> tuple[list[Any], Any]:
         """The arrays ``where``/``out`` add to a task, and the dask ``out`` (or None).
 
-        ``out`` is checked as the api checks it (:func:`cbrtgrad._ufunc_args.check_out`),
+        ``out`` is checked as the api checks it (:func:`cbrtgrad.arrays.ufunc_args.check_out`),
         for callers of this class's methods themselves.
         """
         extra: list[Any] = []

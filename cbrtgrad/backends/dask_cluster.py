@@ -143,7 +143,7 @@ class KernelsPlugin(_WorkerPlugin):  # type: ignore[misc,valid-type]
 
     def setup(self, worker: Any) -> None:
         """Load the kernels in the worker (from the cache when it is warm)."""
-        from ..kernels import cpu
+        from ..kernels.cpu import catalog as cpu
 
         for op in self.ops:
             for dtype in self.dtypes:

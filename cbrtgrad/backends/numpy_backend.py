@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes
-from .._array_kinds import is_device_array
-from .._ufunc_args import check_out
+from ..arrays import dtypes as _dtypes
+from ..arrays.kinds import is_device_array
+from ..arrays.ufunc_args import check_out
 from ._layout import fused_by_parts, masked
 from ._protocol import Availability
 

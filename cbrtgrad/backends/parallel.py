@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes
-from .._array_kinds import is_device_array
-from .._ufunc_args import check_out, fused_overlap
-from ..kernels import cpu as cpu_kernels
-from ..kernels import fpstatus
-from ..kernels import reduce as reduce_kernels
+from ..arrays import dtypes as _dtypes
+from ..arrays.kinds import is_device_array
+from ..arrays.ufunc_args import check_out, fused_overlap
+from ..kernels.cpu import catalog as cpu_kernels
+from ..kernels.cpu import fpstatus
+from ..kernels.cpu import reduce as reduce_kernels
 from ..kernels.kernel_ops import CUBE_ROOT_GRAD, KernelOp
 from ._layout import apply_elementwise, constant_operand, fused_outputs
 from ._protocol import SUM_MIN_SIZE, Availability, ElementwiseOps
@@ -45,7 +45,7 @@ class ParallelBackend(ElementwiseOps):
 
     The loops run on numba's threads, whose IEEE flags numpy never sees:
     they return them, and the backend signals them as numpy would
-    (:mod:`cbrtgrad.kernels.fpstatus`), so ``np.errstate`` applies as on the
+    (:mod:`cbrtgrad.kernels.cpu.fpstatus`), so ``np.errstate`` applies as on the
     ``cpu`` backend.
 
     NOTE: numba's ``workqueue`` threading layer is not thread-safe, and two
@@ -134,7 +134,7 @@ class ParallelBackend(ElementwiseOps):
         The graph engine's ``sum`` op calls this when the backend has it. A
         full sum of a C-contiguous, aligned, writable float32 array of at least
         ``SUM_MIN_SIZE`` elements is accumulated in float64 over numba's
-        threads (:func:`cbrtgrad.kernels.reduce.sum_float32`), which is more
+        threads (:func:`cbrtgrad.kernels.cpu.reduce.sum_float32`), which is more
         accurate than numpy's float32 pairwise sum and rounds once; every
         other case is ``np.add.reduce`` itself.
 

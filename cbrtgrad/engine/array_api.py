@@ -12,7 +12,7 @@ array API library; the cube root and its gradient are cbrtgrad's kernels
 wrapper: ``Tensor.data``, ``.grad`` and ``grad()``'s results are the library's
 own arrays (:func:`raw`). A numba device array is viewed as a CuPy array
 (no copy) and given back as a numba device array; without CuPy it is refused
-(:func:`cbrtgrad._namespaces.standard_view`).
+(:func:`cbrtgrad.arrays.namespaces.standard_view`).
 
 Nothing is converted implicitly: ``np.asarray`` of such data is a
 ``TypeError`` (as CuPy's is), and so is an op mixing a numpy array with an
@@ -27,8 +27,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from .. import _namespaces
-from .._array_kinds import is_dask_array, is_device_array
+from ..arrays import namespaces as _namespaces
+from ..arrays.kinds import is_dask_array, is_device_array
 
 _BINARY = {
     np.add: "add",

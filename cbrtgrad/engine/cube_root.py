@@ -15,9 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes, _half, _host, api
-from .._array_kinds import is_dask_array
+from .. import api
+from ..arrays import dtypes as _dtypes
+from ..arrays import half as _half
+from ..arrays.kinds import is_dask_array
 from ..backends import _registry
+from ..backends import host as _host
 from ..kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_GRAD
 from . import grad_mode
 from .array_api import StandardArray, check_one_side, kernel_input, raw
@@ -296,7 +299,7 @@ def cbrt(
     )
     if out is None and where is True:
         if _half.is_half(x.dtype) and CubeRootBackward.schema.amp_policy is AmpPolicy.FORCE_FP32:
-            # The one dtype rule (cbrtgrad._dtypes): half precision is computed
+            # The one dtype rule (cbrtgrad.arrays.dtypes): half precision is computed
             # in float32 and returned as float32, as the api returns it, in or
             # out of autocast; the cast is recorded, so a half leaf's gradient
             # is cast back to its dtype.
@@ -338,7 +341,7 @@ def cbrt(
 def cbrt_grad(g: Any, y: Any, /, out: Any = None, *, where: Any = True, backend: Any = None) -> Any:
     """``g / (3 y^2)`` on Tensors: the correctly rounded kernel, recorded (differentiable).
 
-    The compute dtype is the api's (cbrtgrad._dtypes): half precision is
+    The compute dtype is the api's (cbrtgrad.arrays.dtypes): half precision is
     computed in float32, a float32 and a float64 operand in float64; the
     casts are recorded, so the gradients come back in each input's dtype.
 

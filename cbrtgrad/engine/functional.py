@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes
-from .._array_kinds import is_dask_array
+from ..arrays import dtypes as _dtypes
+from ..arrays.kinds import is_dask_array
 from . import grad_mode
 from .array_api import is_standard_array, raw
 from .data import refuse_masked

@@ -92,7 +92,7 @@ def autocast() -> contextlib.AbstractContextManager[None]:
     of the engine; the cast is a graph node, so the gradient of a float16 leaf
     is float16 again. Outside the block ``power`` keeps a float16 tensor
     float16; the cube root computes and returns half precision in float32
-    everywhere (the one dtype rule of ``cbrtgrad._dtypes``).
+    everywhere (the one dtype rule of ``cbrtgrad.arrays.dtypes``).
 
     Examples
     --------

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._array_kinds import is_dask_array
+from ..arrays.kinds import is_dask_array
 from . import grad_mode
 from .array_api import StandardArray, is_standard_array, raw, wrap
 from .data import refuse_masked

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _half
-from .._array_kinds import is_dask_array
+from ..arrays import half as _half
+from ..arrays.kinds import is_dask_array
 from . import grad_mode
 from .array_api import StandardArray, is_standard_array
 from .node import Node, next_sequence_nr

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from .. import _half
-from .._array_kinds import is_dask_array
+from ..arrays import half as _half
+from ..arrays.kinds import is_dask_array
 from ..backends import _registry
 from ..backends._protocol import SUM_MIN_SIZE
 from .array_api import StandardArray

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._array_kinds import is_dask_array
+from ..arrays.kinds import is_dask_array
 from . import grad_mode
 from .array_api import StandardArray, is_standard_array, refuse_host_copy
 from .data import lazy_like, tensor_data

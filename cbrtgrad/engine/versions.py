@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .._array_kinds import is_dask_array
+from ..arrays.kinds import is_dask_array
 
 
 class Version:

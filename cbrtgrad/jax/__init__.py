@@ -5,7 +5,7 @@ rounded gradient kernel, a JAX primitive linear in its first operand with its
 own transpose rule, so ``jax.grad``, ``jax.vjp``, ``jax.jvp``, ``jax.hessian``
 and higher derivatives give cbrtgrad's bits; :func:`cbrt_grad` is that
 kernel, usable directly. On the CPU both run inside ``jax.jit`` as XLA FFI
-handlers that are numba ``cfunc``\\ s (``cbrtgrad/kernels/xla_ffi.py``);
+handlers that are numba ``cfunc``\\ s (``cbrtgrad/kernels/handlers/xla_ffi.py``);
 float16 and bfloat16, and other platforms, go through ``jax.pure_callback``.
 Importing this module registers the CPU handlers the kernel cache holds, so
 that programs made by ``jax.export`` (:func:`export_checks`) run here.

@@ -1,6 +1,6 @@
 """The XLA FFI route on the CPU: cbrtgrad's numba ``cfunc`` handlers registered with jax.
 
-Each handler (:mod:`cbrtgrad.kernels.xla_ffi`) is compiled, or loaded from the
+Each handler (:mod:`cbrtgrad.kernels.handlers.xla_ffi`) is compiled, or loaded from the
 kernel cache, and registered as an FFI target under its own name the first
 time a lowering needs it. The one-thread handlers, the only ones an exported
 program names, are registered at ``import cbrtgrad.jax`` too, where the kernel
@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..kernels import denormals
+from ..kernels.cpu import denormals
 
 _LOCK = threading.Lock()
 #: Registered target names by (kernel, dtype name, threaded); None where refused.
@@ -41,7 +41,7 @@ _DTYPES = {"float32", "float64"}
 
 def _headers_problem() -> str | None:
     """Why this jaxlib's FFI C API may not have the layout the handlers read, or None."""
-    from ..kernels.xla_ffi import API_VERSION
+    from ..kernels.handlers.xla_ffi import API_VERSION
 
     if not denormals.AVAILABLE:
         return "the XLA FFI handlers set the subnormal mode of x86-64 and ARM64 CPUs only"
@@ -106,7 +106,7 @@ def _register(kernel: str, dtype: str, threaded: bool) -> str | None:
     problem = _headers_problem()
     if problem is None:
         try:
-            from ..kernels import xla_ffi
+            from ..kernels.handlers import xla_ffi
 
             handler = xla_ffi.handler(kernel, dtype, threaded)
             name = name_of(kernel, dtype, threaded)
@@ -131,9 +131,9 @@ def in_cache(kernel: str, dtype: str) -> bool:
     Both are loaded, never compiled, when this is True. False when the
     cache is off.
     """
-    from .. import _compile
-    from ..kernels.cpu_ufuncs import ENTRIES
-    from ..kernels.xla_ffi import HANDLERS
+    from ..build import compile as _compile
+    from ..kernels.cpu.ufuncs import ENTRIES
+    from ..kernels.handlers.xla_ffi import HANDLERS
 
     # NOTE: the tags xla_ffi.handler and cpu_ufuncs.block_entry compile them
     # under: the dtype's name (a threaded handler's adds "_threads").

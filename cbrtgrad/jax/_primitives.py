@@ -15,7 +15,7 @@ Each primitive has
   made alike by :mod:`cbrtgrad.jax._operands` first),
 * lowerings: on the CPU the XLA FFI handler for float32 and float64
   (:mod:`cbrtgrad.jax._ffi`), else, and on every other platform, a
-  ``jax.pure_callback`` to cbrtgrad's api (:mod:`cbrtgrad.jax._host`);
+  ``jax.pure_callback`` to cbrtgrad's api (:mod:`cbrtgrad.jax._callback`);
   for ``jax.export``, always the one-thread handler, and a ``ValueError``
   where the route is the callback (no serialized program can carry one),
 * an eager implementation: ``jax.jit`` of itself, one compiled op as jax's
@@ -44,7 +44,8 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from .. import _config
-from . import _ffi, _gpu, _host
+from . import _callback as _host
+from . import _ffi, _gpu
 
 cbrt_p = Primitive("cbrtgrad_cbrt")
 cbrt_grad_p = Primitive("cbrtgrad_cbrt_grad")

@@ -45,7 +45,7 @@ def numba_only(**options: Any) -> Callable[[Callable[..., Any]], Any]:
     Parameters
     ----------
     **options
-        numba's options (``cbrtgrad._compile.FORMULA_OPTIONS`` and the like).
+        numba's options (``cbrtgrad.build.compile.FORMULA_OPTIONS`` and the like).
 
     Returns
     -------

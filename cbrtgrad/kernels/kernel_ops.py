@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 #: The dtypes every kernel op is compiled for (half precision is computed in
-#: float32, integers in float64: cbrtgrad._dtypes).
+#: float32, integers in float64: cbrtgrad.arrays.dtypes).
 DTYPES = ("float32", "float64")
 
 

@@ -6,7 +6,7 @@ nanobind domain of its bindings), which a wheel of cbrtgrad cannot know, and
 ``pip install cbrtgrad`` must not need MLX or a compiler. The build is
 ``cmake`` with nanobind's CMake package (the route MLX documents for its
 extensions, ``mlx.extension``), about 10 to 20 s on 2 cores; where it is kept
-and how processes share it is :mod:`cbrtgrad._native_build`'s.
+and how processes share it is :mod:`cbrtgrad.build.native`'s.
 
 CMake is the one on ``PATH``, else the one pip's ``cmake`` package brings
 (the ``mlx`` extra installs it: :func:`cmake`), so a machine with only
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._native_build import SUFFIX, BuildError, NativeExtension, compiler, run_logged
+from ..build.native import SUFFIX, BuildError, NativeExtension, compiler, run_logged
 
 __all__ = [
     "BUILT_NAME",

@@ -3,7 +3,7 @@
 Each is an ``mx.custom_function`` around one of cbrtgrad's two MLX primitives
 (``cbrtgrad/mlx/_primitive.cpp``: ``CubeRoot`` and ``CubeRootGrad``), whose
 CPU evaluation calls cbrtgrad's numba kernels on the arrays' memory
-(:mod:`cbrtgrad.kernels.buffer_loops`). The custom function's ``vjp`` and
+(:mod:`cbrtgrad.kernels.handlers.buffer_loops`). The custom function's ``vjp`` and
 ``jvp`` are the correctly rounded gradient kernel itself, so ``mx.grad`` of
 ``cbrt(x).sum()`` is ``cbrtgrad.cbrt_grad(1, y)`` bit for bit; the primitives
 have MLX's element-wise ``vmap`` rule, so ``mx.vmap`` and ``mx.compile`` trace
@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _config
 from ..backends import _registry
-from ..kernels import buffer_loops
+from ..kernels.handlers import buffer_loops
 from . import _build
 from ._operands import FLOATS, as_float, gradient_operands
 

@@ -1,9 +1,9 @@
 """cbrtgrad's float32 cube root as an ``mx.fast.metal_kernel``, for Apple GPUs (not run here).
 
 The kernel's source is generated from the float32-only formula
-(:mod:`cbrtgrad.kernels.formulas_f32_fma`, float32 arithmetic, fma and
+(:mod:`cbrtgrad.kernels.formulas.f32_fma`, float32 arithmetic, fma and
 32-bit integers: Metal GPUs have no float64) by
-:mod:`cbrtgrad.kernels.metal_source`, whose C++ form of the same statements
+:mod:`cbrtgrad.kernels.handlers.metal_source`, whose C++ form of the same statements
 gives cbrtgrad's float32 bits on all 2^32 inputs on the CPU
 (tests/test_metal_source.py). MLX compiles ``metal_kernel`` sources with its
 ``"safe"`` math mode by default (fast math off; docs/mlx.md). Forward only,
@@ -17,7 +17,7 @@ from typing import Any
 
 import mlx.core as mx
 
-from ..kernels.metal_source import metal_body
+from ..kernels.handlers.metal_source import metal_body
 from ._operands import as_float
 
 #: Threads per threadgroup.

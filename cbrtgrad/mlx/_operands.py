@@ -26,7 +26,7 @@ from typing import Any
 
 import mlx.core as mx
 
-#: The dtypes the kernels keep, by the name cbrtgrad.kernels.buffer_loops uses.
+#: The dtypes the kernels keep, by the name cbrtgrad.kernels.handlers.buffer_loops uses.
 FLOATS = {
     mx.float16: "float16",
     mx.bfloat16: "bfloat16",

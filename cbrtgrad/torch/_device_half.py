@@ -1,7 +1,7 @@
 """Half precision correctly rounded on the device, with PyTorch's own tensor ops.
 
 The CUDA kernels compute half precision in float32 (the cube root) and
-float64 (the gradient). :mod:`cbrtgrad._half` rounds such a result to half
+float64 (the gradient). :mod:`cbrtgrad.arrays.half` rounds such a result to half
 precision exactly on the host; this is the same rule in tensor ops, so that a
 CUDA tensor never leaves the device: one rounding to nearest even of the
 float32 result ``q``, except where ``q`` is exactly the midpoint ``m`` of two
@@ -15,7 +15,7 @@ result rounded once more): every midpoint is a float32, so a faithful ``q``
 is a midpoint or lies between the same two midpoints as ``t``.
 
 NOTE: written for CUDA tensors and tested on CPU tensors against
-:mod:`cbrtgrad._half` (tests/test_torch_bridge.py), bit for bit but for nan
+:mod:`cbrtgrad.arrays.half` (tests/test_torch_bridge.py), bit for bit but for nan
 payloads (PyTorch's float32-to-half conversion makes its own nans).
 """
 

@@ -5,7 +5,7 @@
 // numpy view of the tensor, numpy's ufunc call, torch.from_numpy of its
 // result, and a dozen tests of PyTorch's state, each a call of 50 to 100 ns.
 // Here the same tests are a few loads, the result is PyTorch's at::empty, and
-// the kernel is one of the numba loops of cbrtgrad/kernels/buffer_loops.py,
+// the kernel is one of the numba loops of cbrtgrad/kernels/handlers/buffer_loops.py,
 //     void loop(int64 n, int64 a, int64 a_constant, int64 b, int64 out),
 // whose addresses cbrtgrad/torch/_native.py sets (set_loop), so the bits are
 // the ufuncs' (the loops run the ufuncs' block entries).

@@ -4,12 +4,12 @@ The bridge runs every call in Python (:mod:`._functions`); a small call that
 no autograd records costs some 3 µs there on one element, more than twice
 ``torch.exp``'s call, nearly all of it Python around the kernel. The entry
 runs those calls in C++ (under 1 µs), with the same kernels: the numba loops
-of :mod:`cbrtgrad.kernels.buffer_loops`, the ufuncs' block entries.
+of :mod:`cbrtgrad.kernels.handlers.buffer_loops`, the ufuncs' block entries.
 
 It must be compiled against the installed PyTorch, so it is built on this
 machine (one compiler command, some 15 s on 2 cores) by ``cbrtgrad warm``
 (or :func:`build`), and kept in cbrtgrad's cache folder
-(:mod:`cbrtgrad._native_build`). A process uses it where that build is
+(:mod:`cbrtgrad.build.native`). A process uses it where that build is
 there, and runs everything in Python otherwise: the entry is a speed-up,
 never needed, so nothing builds it on a call (a first call would take 15 s
 more).
@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from .. import _native_build
-from .._native_build import BuildError, NativeExtension, compiler, run_logged
+from ..build import native as _native_build
+from ..build.native import BuildError, NativeExtension, compiler, run_logged
 
 #: The file the entry is built from (package data of ``cbrtgrad.torch``).
 SOURCES = ("_entry.cpp",)
@@ -128,7 +128,7 @@ def set_loops(native: Any, dtype: torch.dtype) -> None:
     >>> native.cube_root(torch.tensor([-27.0]), 2)
     tensor([-3.])
     """
-    from ..kernels import buffer_loops
+    from ..kernels.handlers import buffer_loops
 
     name, column = DTYPES[dtype]
     for index, kernel in enumerate(KERNELS):

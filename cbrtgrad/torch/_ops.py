@@ -43,7 +43,8 @@ from torch.autograd import forward_ad
 from ..engine.cube_root import CubeRootBackward, CubeRootGradBackward
 from ..engine.schema import AmpPolicy, schema_of
 from ..kernels import kernel_ops
-from . import _arguments, _cuda, _host
+from . import _arguments, _cuda
+from . import _cpu as _host
 
 NAMESPACE = "cbrtgrad"
 #: The fused op: the cube root's input and policy, both outputs (kernel_ops.py).

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.autograd import forward_ad
 
-from .._host import KEPT, forward_of, selected_backend
+from ..backends.host import KEPT, forward_of, selected_backend
 from . import _ops
 from ._arguments import NUMPY
 from ._ops import (

@@ -4,7 +4,7 @@ It feeds the tests, the benchmarks and ``cbrtgrad verify``, so a bar is stated
 once. Inputs are drawn log-uniformly over every binade, subnormals included,
 with both signs, plus exact cubes and the special values. The inputs of the
 speed measurements (the magnitudes of real data) are in
-:mod:`cbrtgrad.bench.inputs`.
+:mod:`cbrtgrad.cli.bench.inputs`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class AccuracyBar:
     NOTE: from a correctly rounded float32 ``y`` no kernel can be within 2 ulp
     of the derivative at ``x`` everywhere: ``y``'s half-ulp error, doubled by
     ``1/y^2`` and stretched by the change of binade, reaches 1.73 ulp of the
-    result before the final rounding's 0.5 (see ``kernels/formulas.py``). The
+    result before the final rounding's 0.5 (see ``kernels/formulas/scalar.py``). The
     float32 bar is that bound, 2.23, and the kernel's own error is held to
     half an ulp (plus the 2^-29 of rounding twice).
     """

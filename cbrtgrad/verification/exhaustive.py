@@ -25,10 +25,10 @@ from typing import TextIO
 import numba
 import numpy as np
 
-from .. import _progress
-from ..kernels.blocks import FORMULAS
-from ..kernels.cpu import cube_root
-from ..kernels.primitives import f32_as_i32, fma, i32_as_f32
+from ..kernels.cpu.blocks import FORMULAS
+from ..kernels.cpu.catalog import cube_root
+from ..kernels.formulas.primitives import f32_as_i32, fma, i32_as_f32
+from . import progress as _progress
 
 TOTAL = 1 << 32
 CHUNK = 1 << 26

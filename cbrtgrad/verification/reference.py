@@ -6,7 +6,7 @@ independent spot check (:mod:`cbrtgrad.verification.ulp`). Nothing here uses
 cbrtgrad's kernels, and ``np.cbrt`` is never an oracle: the cube root starts
 from the platform's ``pow(a, 1/3)`` and is refined by Newton steps whose
 residual ``a - y^3`` is computed from error-free products (the exact ``fma``
-of :mod:`cbrtgrad.kernels.primitives`).
+of :mod:`cbrtgrad.kernels.formulas.primitives`).
 
 :mod:`cbrtgrad.verification.reference_loops` holds the numba loops and the
 proof that the reference is within ``2^-103`` (the cube root) and ``2^-101``

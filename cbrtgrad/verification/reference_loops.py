@@ -8,7 +8,7 @@ exact derivative at ``x``, 2 ``g / (3 y^2)`` for a given ``y``. Nothing here
 uses cbrtgrad's kernels, and ``np.cbrt`` is never an oracle: the cube root
 starts from the platform's ``pow(a, 1/3)`` and is refined by Newton steps
 whose residual ``a - y^3`` is computed from error-free products (the exact
-``fma`` of :mod:`cbrtgrad.kernels.primitives`).
+``fma`` of :mod:`cbrtgrad.kernels.formulas.primitives`).
 
 Error bound of :func:`~cbrtgrad.verification.reference.cbrt_reference`
 ----------------------------------------------------------------------
@@ -57,7 +57,7 @@ import math
 import numba
 import numpy as np
 
-from ..kernels.primitives import f32_as_i32, f64_as_i64, fma, i64_as_f64
+from ..kernels.formulas.primitives import f32_as_i32, f64_as_i64, fma, i64_as_f64
 
 _TWO54 = 18014398509481984.0  # 2^54, a power of 8: subnormals are scaled by it
 _MIN_NORMAL = 2.2250738585072014e-308

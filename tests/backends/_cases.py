@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cbrtgrad.bench.inputs import bench_inputs
+from cbrtgrad.cli.bench.inputs import bench_inputs
 from cbrtgrad.verification import cases as shared
 
 DTYPES = (np.float32, np.float64)

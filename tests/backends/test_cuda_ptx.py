@@ -35,7 +35,7 @@ import numba.cuda.dispatcher as dispatcher
 dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=(9, 0))
 from numba.cuda.compiler import _compile_pyfunc_with_fixup
 from numba import cuda, types
-from cbrtgrad.kernels import cuda as kernels
+from cbrtgrad.kernels.cuda import elementwise as kernels
 out = {}
 f16, f32, f64 = (np.dtype(t) for t in ("float16", "float32", "float64"))
 for name, compute, inputs, scalar_g in [
@@ -198,7 +198,7 @@ def test_each_thread_addresses_its_elements_by_immediate_offsets(compiled, tmp_p
     # so a thread's elements of a tile lie at constant offsets from its first
     # one: every load and store of a full tile but the first takes its offset
     # as an immediate (LDG [R+0x400]), with no 64-bit integer adds per element.
-    from cbrtgrad.kernels.cuda import KERNEL_SHAPES
+    from cbrtgrad.kernels.cuda.elementwise import KERNEL_SHAPES
 
     arrays = {"forward": 2, "grad": 3, "fused": 4}  # inputs and outputs
     for name, code in compiled.items():
@@ -228,7 +228,7 @@ from cuda.core import LaunchConfig, Stream, launch
 from numba import cuda
 from numba.cuda.codegen import CUDACodeLibrary
 from numba.cuda.dispatcher import _Kernel
-from cbrtgrad.kernels.cuda import DEVICE_ATTRIBUTES
+from cbrtgrad.kernels.cuda.elementwise import DEVICE_ATTRIBUTES
 enum = driver.CUdevice_attribute
 print([name for name in DEVICE_ATTRIBUTES if not hasattr(enum, "CU_DEVICE_ATTRIBUTE_" + name)])
 print(hasattr(enum, "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTI_PROCESSOR"))

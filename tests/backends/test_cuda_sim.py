@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import cbrtgrad
-from cbrtgrad._array_kinds import is_device_array
+from cbrtgrad.arrays.kinds import is_device_array
 from cbrtgrad.backends import get_backend
 
 from ._cases import DTYPES, cases, same_bits
@@ -93,7 +93,7 @@ def test_bad_input_is_a_clear_error():
 
 
 def test_launch_config_one_tile_per_block_up_to_the_grid_limit():
-    from cbrtgrad.kernels.cuda import launch_config
+    from cbrtgrad.kernels.cuda.elementwise import launch_config
 
     for per_thread in (4, 8):
         tile = 256 * per_thread
@@ -130,7 +130,7 @@ def test_every_tile_shape_and_in_place(n):
 def test_the_select_form_the_sweep_times_gives_the_same_bits(dtype):
     # tools/gpu_check.py --sweep times the kernels built from the
     # select-based formulas too (kernels.cuda.FORMS): the same bits.
-    from cbrtgrad.kernels import cuda as kernels
+    from cbrtgrad.kernels.cuda import elementwise as kernels
 
     x = cases(dtype, 200)
     g = cases(dtype, 200)[::-1].copy()
@@ -146,7 +146,7 @@ def test_the_select_form_the_sweep_times_gives_the_same_bits(dtype):
 
 
 def test_simulator_fma_is_exact():
-    from cbrtgrad.kernels.cuda_primitives import exact_fma
+    from cbrtgrad.kernels.cuda.primitives import exact_fma
 
     rng = np.random.default_rng(5)
     for a, b, c in rng.standard_normal((300, 3)) * 10.0 ** rng.integers(-5, 5, (300, 3)):
@@ -165,7 +165,7 @@ def _nearest_float32(exact: Fraction) -> np.float32:
 
 
 def test_simulator_fma32_is_exact_where_float64_would_round_twice():
-    from cbrtgrad.kernels.cuda_primitives import exact_fma32
+    from cbrtgrad.kernels.cuda.primitives import exact_fma32
 
     # a b + c = 2^26 + 4 + 0.98 2^-27: float64 rounds it to 2^26 + 4, a float32
     # midpoint, which float32 then rounds to even, 2^26; the fma gives 2^26 + 8.
@@ -216,8 +216,8 @@ def test_host_backends_refuse_simulator_device_arrays(name):
 def _check_float16_readers(bits: np.ndarray) -> None:
     # A GPU's cvt.f32.f16 makes every nan the canonical one; the kernels read
     # float16 as bits and convert in integers, as numpy does (payloads kept).
-    from cbrtgrad.kernels.cuda import _half_readers
-    from cbrtgrad.kernels.cuda_primitives import simulating
+    from cbrtgrad.kernels.cuda.elementwise import _half_readers
+    from cbrtgrad.kernels.cuda.primitives import simulating
 
     want = bits.view(np.float16).astype(np.float32)
     if simulating():  # device functions run on the host only in the simulator

@@ -238,8 +238,8 @@ def test_the_loops_refuse_arrays_numba_would_mistype():
     # Not handed to numba at all (its process-wide type cache would then type
     # the next such array wrongly: prange_loops.check_behaved), whatever the
     # loop and whichever argument, input or output.
-    from cbrtgrad.kernels import cpu as cpu_kernels
-    from cbrtgrad.kernels.reduce import sum_float32
+    from cbrtgrad.kernels.cpu import catalog as cpu_kernels
+    from cbrtgrad.kernels.cpu.reduce import sum_float32
 
     loops = cpu_kernels.parallel_loops()
     good = np.ones(3)

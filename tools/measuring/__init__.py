@@ -1,7 +1,7 @@
 """The measuring code behind the docs' tables and figures (issue 34: out of the package).
 
 ``cbrtgrad bench`` keeps what a user measures their own machine with
-(:mod:`cbrtgrad.bench`: the anchor table, ``--engine`` and ``--calls``, and
+(:mod:`cbrtgrad.cli.bench`: the anchor table, ``--engine`` and ``--calls``, and
 the timer and inputs every measurement shares); the rest lives here, run by
 ``python tools/measure.py`` (its subcommands name the modules), by
 ``docs/make_plots.py``, by ``tools/gpu_check.py`` and by asv. Not shipped:

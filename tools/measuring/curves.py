@@ -13,10 +13,12 @@ from typing import Any, TextIO
 import numpy as np
 import scipy.special
 
-from cbrtgrad import _progress, _text, api
+from cbrtgrad import api
 from cbrtgrad.backends import available, get_backend
-from cbrtgrad.bench.inputs import bench_inputs
-from cbrtgrad.bench.timing import best_time
+from cbrtgrad.cli.bench.inputs import bench_inputs
+from cbrtgrad.cli.bench.timing import best_time
+from cbrtgrad.verification import progress as _progress
+from cbrtgrad.verification import text as _text
 from cbrtgrad.verification.cases import DTYPES
 
 #: Sizes of the curve: 10 to 10^7 elements, two per decade.
@@ -66,7 +68,7 @@ def curve(
     available host backend, :func:`host_backends`) and the anchors
     ``np.cbrt`` and ``scipy.special.cbrt``, all writing into a preallocated
     ``out``; each point is the best of ``repeat`` measurements (fewer above
-    10^6 elements, as in :func:`cbrtgrad.bench.anchors.run`).
+    10^6 elements, as in :func:`cbrtgrad.cli.bench.anchors.run`).
 
     Parameters
     ----------

@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from cbrtgrad import _text, api
-from cbrtgrad.bench.timing import best_time
+from cbrtgrad import api
+from cbrtgrad.cli.bench.timing import best_time
+from cbrtgrad.verification import text as _text
 
 
 @dataclass
@@ -34,7 +35,7 @@ def _still_known(keys: list[Any], dask_scheduler: Any = None) -> bool:
 
 def _warm_worker() -> None:
     # Compile (or load) the float32 chunk kernels once per worker, outside the timings.
-    from cbrtgrad.kernels import cpu
+    from cbrtgrad.kernels.cpu import catalog as cpu
 
     cpu.ufunc("cube_root", np.float32)
     cpu.ufunc("cube_root_grad", np.float32)

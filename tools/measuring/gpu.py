@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from cbrtgrad.bench.anchors import BenchRow
+from cbrtgrad.cli.bench.anchors import BenchRow
 
 
 def events_ms(run: Any, repeat: int) -> float:

@@ -1,8 +1,8 @@
 """``python tools/measure.py jax``: cbrtgrad.jax against ``jnp.cbrt``, jitted.
 
-The rows have the layout of :func:`cbrtgrad.bench.engine.engine_rows`
+The rows have the layout of :func:`cbrtgrad.cli.bench.engine.engine_rows`
 (``ratio`` is cbrtgrad's time over the anchor's: below 1 is faster), each
-pair timed in turns (:func:`~cbrtgrad.bench.timing.best_times`) so that a
+pair timed in turns (:func:`~cbrtgrad.cli.bench.timing.best_times`) so that a
 ratio comes from the same stretches of a shared machine:
 
 * ``jax.jit(jax.grad(lambda x: cbrtgrad.jax.cbrt(x).sum()))`` against the
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from cbrtgrad.bench.timing import best_times
+from cbrtgrad.cli.bench.timing import best_times
 
 LARGE = 1_000_000
 

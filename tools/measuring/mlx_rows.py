@@ -1,7 +1,7 @@
 """The MLX bridge against MLX's own ops and cbrtgrad's api, as ratios (issue 39's goals).
 
 On 10^6 float32 elements on MLX's CPU, each pair's measurements taken in
-turns (:func:`~cbrtgrad.bench.timing.best_times`):
+turns (:func:`~cbrtgrad.cli.bench.timing.best_times`):
 
 * the forward, ``mx.eval(cbrtgrad.mlx.cbrt(x))``, against the expression an
   MLX user writes today, ``mx.sign(x) * mx.power(mx.abs(x), 1/3)``, against
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from cbrtgrad.bench.timing import best_times
+from cbrtgrad.cli.bench.timing import best_times
 
 LARGE = 1_000_000
 
@@ -79,7 +79,7 @@ def mlx_rows(repeat: int = 20, n: int = LARGE) -> list[dict[str, Any]]:
     -------
     list of dict
         ``{"case", "cbrtgrad_s", "anchor", "anchor_s", "ratio"}`` per case, as
-        :func:`cbrtgrad.bench.pytorch.torch_rows`.
+        :func:`cbrtgrad.cli.bench.pytorch.torch_rows`.
 
     Raises
     ------

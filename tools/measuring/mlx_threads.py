@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from cbrtgrad import _text
+from cbrtgrad.verification import text as _text
 
 from .mlx_rows import LARGE, bridge_threads_from
 

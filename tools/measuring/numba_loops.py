@@ -9,7 +9,7 @@ own ``np.cbrt`` (a call of the C library's ``cbrt`` per element) and the
 power expression ``np.sign(v) * np.abs(v) ** (1/3)``.
 
 NOTE: the user's loops are compiled by numba as a user's are, at numba's
-default SIMD width for the CPU (the kernels pick theirs: :mod:`cbrtgrad._compile`),
+default SIMD width for the CPU (the kernels pick theirs: :mod:`cbrtgrad.build.compile`),
 so on some CPUs the float32 scalar loop may differ from the ufunc by that
 alone; docs/numba.md has the measured figures and the CPU they are from.
 """
@@ -23,10 +23,11 @@ from typing import Any
 import numba
 import numpy as np
 
-from cbrtgrad import _text, api
-from cbrtgrad.bench.inputs import bench_inputs
-from cbrtgrad.bench.timing import best_times
+from cbrtgrad import api
+from cbrtgrad.cli.bench.inputs import bench_inputs
+from cbrtgrad.cli.bench.timing import best_times
 from cbrtgrad.numba import cbrt, cbrt_grad, cbrt_grad_into, cbrt_into
+from cbrtgrad.verification import text as _text
 from cbrtgrad.verification.reference import ulp_errors
 
 #: Elements of every row's arrays.
@@ -110,11 +111,11 @@ def numba_rows(
     Parameters
     ----------
     repeat : int, default 20
-        Rounds of measurements (:func:`cbrtgrad.bench.timing.best_times`:
+        Rounds of measurements (:func:`cbrtgrad.cli.bench.timing.best_times`:
         every loop of a table in turns, so their ratios share the same
         stretches of time).
     n : int, default 10^6
-        Elements (the benchmark inputs, :func:`cbrtgrad.bench.inputs.bench_inputs`).
+        Elements (the benchmark inputs, :func:`cbrtgrad.cli.bench.inputs.bench_inputs`).
     dtypes : tuple of str
         float32 and/or float64.
     kernels : tuple of str

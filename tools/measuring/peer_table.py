@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from cbrtgrad import __version__, _text, api
-from cbrtgrad._isa import host_isa
-from cbrtgrad.bench.inputs import BENCH_SIZES, bench_inputs
-from cbrtgrad.bench.timing import best_time
+from cbrtgrad import __version__, api
+from cbrtgrad.build.isa import host_isa
+from cbrtgrad.cli.bench.inputs import BENCH_SIZES, bench_inputs
+from cbrtgrad.cli.bench.timing import best_time
+from cbrtgrad.verification import text as _text
 from cbrtgrad.verification import ulp
 from cbrtgrad.verification.cases import DTYPES
 
@@ -87,7 +88,7 @@ def peer_rows(
     """cbrtgrad's forward (``cpu`` backend, one thread) against every vectorised peer.
 
     For each dtype and size the same inputs
-    (:func:`cbrtgrad.bench.inputs.bench_inputs`) go through ``cbrtgrad.cbrt``
+    (:func:`cbrtgrad.cli.bench.inputs.bench_inputs`) go through ``cbrtgrad.cbrt``
     and then each peer of :func:`tools.measuring.peers.find_peers`, in turn;
     ``rounds`` times over every case, so that each case's measurements are
     spread over the whole run.

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from cbrtgrad._isa import host_isa
+from cbrtgrad.build.isa import host_isa
 
 from . import vector_abi
 

@@ -1,7 +1,7 @@
 """``python tools/measure.py torch``: the PyTorch bridge against PyTorch's own ops, as ratios.
 
 Three pairs, each pair's measurements taken in turns
-(:func:`~cbrtgrad.bench.timing.best_times`) with PyTorch and numba on the
+(:func:`~cbrtgrad.cli.bench.timing.best_times`) with PyTorch and numba on the
 same number of threads:
 
 * forward plus backward of ``cbrt(x).sum()`` on 10^6 float32 elements,
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from cbrtgrad.bench.timing import best_times
+from cbrtgrad.cli.bench.timing import best_times
 
 LARGE = 1_000_000
 #: The sizes of the compiled rows.
@@ -58,7 +58,7 @@ def _threads_as_numba() -> Iterator[int]:
 def bare_kernels() -> Iterator[None]:
     """The bridge's CPU kernels replaced by bare allocations of their results, while in the block.
 
-    ``cbrtgrad.torch._host.cube_root`` and ``cube_root_grad`` are what both
+    ``cbrtgrad.torch._cpu.cube_root`` and ``cube_root_grad`` are what both
     routes run: the eager ``Function``s call them directly, the compiled
     graphs through the custom ops' kernels. Replaced, a step times all but
     the kernels (PyTorch's autograd, the sum, the compiled runtime, the ops'
@@ -76,7 +76,7 @@ def bare_kernels() -> Iterator[None]:
     """
     import torch
 
-    from cbrtgrad.torch import _host
+    from cbrtgrad.torch import _cpu as _host
 
     kept = _host.cube_root, _host.cube_root_grad
 
@@ -159,8 +159,8 @@ def torch_rows(
     -------
     list of dict
         ``{"case", "cbrtgrad_s", "anchor", "anchor_s", "ratio"}`` per case, as
-        :func:`cbrtgrad.bench.engine.engine_rows` (and printed by
-        :func:`cbrtgrad.bench.engine.format_engine_rows`).
+        :func:`cbrtgrad.cli.bench.engine.engine_rows` (and printed by
+        :func:`cbrtgrad.cli.bench.engine.format_engine_rows`).
 
     Raises
     ------

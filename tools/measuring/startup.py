@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cbrtgrad import _text
+from cbrtgrad.verification import text as _text
 
 #: What a fresh interpreter times: ``import cbrtgrad`` (numpy already
 #: imported) and the first float64 ``cbrt`` after it. Prints JSON.

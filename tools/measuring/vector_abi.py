@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from cbrtgrad._compile import preferred_vector_width
+from cbrtgrad.build.compile import preferred_vector_width
 
 
 def vector_kernel(symbol: str, lanes: int, dtype: np.dtype) -> Callable[..., None]:

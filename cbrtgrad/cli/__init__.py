@@ -1,0 +1,1 @@
+"""The command line: ``cbrtgrad info``, ``verify``, ``bench`` and ``warm``."""

@@ -1,0 +1,1 @@
+"""The CUDA kernels, from the same formulas on CUDA's primitives."""

@@ -1,0 +1,1 @@
+"""The scalar formulas, written once for every target, with their proofs and primitives."""
