@@ -8,7 +8,7 @@ tool loads both kernels into one process and times them in turn:
 1. ``git archive REF cbrtgrad`` is unpacked into a temporary folder under
    the package name ``cbrtgrad_at_REF`` (the kernels import each other
    relatively, so the copy is a second, independent package);
-2. both packages' single-thread ufuncs (``kernels.cpu.ufuncs().cube_root``)
+2. both packages' single-thread ufuncs (``ufuncs().cube_root`` of their kernels' catalog)
    compile for this CPU, each with its own compile policy (vector width,
    interleave) as of its commit;
 3. for each dtype and size, ``rounds`` turns of: today's ufunc, the old
@@ -80,7 +80,10 @@ def load_package_at(ref: str, into: Path) -> Any:
         tar.extractall(into, filter="data")
     (into / "cbrtgrad").rename(into / name)
     sys.path.insert(0, str(into))
-    return importlib.import_module(f"{name}.kernels.cpu"), sha
+    try:  # the kernels' catalog since the package's folders are its layers
+        return importlib.import_module(f"{name}.kernels.cpu.catalog"), sha
+    except ModuleNotFoundError:
+        return importlib.import_module(f"{name}.kernels.cpu"), sha
 
 
 def _numpy_gradient(g: np.ndarray, y: np.ndarray, out: np.ndarray) -> np.ndarray:
