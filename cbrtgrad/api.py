@@ -206,8 +206,8 @@ def cbrt(
     # NOTE: hot path: a plain float32/float64 array that the automatic choice
     # or backend="cpu" sends to the cpu backend is its numpy ufunc's call,
     # out= included (numpy checks it; a half-precision out is rounded by
-    # half_out). backend="cpu" by the general route cost 3 us more a call
-    # (4.4 against 1.5 us on 1,000 float32, AMD Zen 4). NOTE: the name is
+    # half_out): backend="cpu" by the general route would cost several
+    # times the ufunc's own call (docs/performance.md). NOTE: the name is
     # compared by identity (_CPU): a literal "cpu" is interned, as the
     # constant here; any other string equal to it takes the general route, to
     # the same result, and the automatic choice's calls pay no test for it.
