@@ -62,7 +62,7 @@ def _kernel_loop_assembly() -> dict[str, str]:
     from numba.core.registry import cpu_target
     from numba.core.typing import signature
 
-    from cbrtgrad.build import locator as _kernel_locator
+    from cbrtgrad.build import locator as _locator
     from cbrtgrad.kernels.cpu import ufuncs as cpu_ufuncs
 
     cpu_ufuncs.ufuncs()
@@ -71,7 +71,7 @@ def _kernel_loop_assembly() -> dict[str, str]:
     for entries in cpu_ufuncs.ENTRIES.values():
         for dtype, (function, c_signature) in entries.items():
             args, result = sigutils.normalize_signature(c_signature)
-            marked = _kernel_locator.kernel_function(function, dtype)
+            marked = _locator.kernel_function(function, dtype)
             if marked is None:
                 pytest.skip("reads the kernel cache, which is off here (CBRTGRAD_CACHE=0)")
             cache = FunctionCache(marked)  # the cache numba's cache=True gives the kernel

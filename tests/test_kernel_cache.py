@@ -27,7 +27,7 @@ import pytest
 import cbrtgrad
 from cbrtgrad import _config
 from cbrtgrad.build import cache as _cache
-from cbrtgrad.build import locator as _kernel_locator
+from cbrtgrad.build import locator as _locator
 from cbrtgrad.kernels.cpu import catalog as cpu
 from cbrtgrad.kernels.cpu import ufuncs as cpu_ufuncs
 
@@ -335,7 +335,7 @@ def test_a_folder_that_cannot_be_written_turns_the_cache_off(monkeypatch, tmp_pa
     _config.settings.cache_clear()
     try:
         assert _cache.directory() is None
-        assert _kernel_locator.kernel_function(_digest, "float64") is None
+        assert _locator.kernel_function(_digest, "float64") is None
         assert not _cache.status(cpu.cached_kernels()).enabled
     finally:
         _config.settings.cache_clear()
@@ -349,7 +349,7 @@ def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match="name must be one of"):
         cpu.parallel_loop("sideways", np.float64)
     with pytest.raises(ValueError, match="tag must be an identifier"):
-        _kernel_locator.kernel_function(_digest, "float 64")
+        _locator.kernel_function(_digest, "float 64")
 
 
 def test_info_shows_the_cache_and_how_warm_it_is():
@@ -368,8 +368,8 @@ def test_numbas_locators_are_the_ones_cbrtgrad_puts_after_its_own():
     from numba.core import caching
 
     numbas = tuple(c.__name__ for c in caching.CacheImpl._locator_classes)
-    assert _kernel_locator.NUMBA_LOCATORS == numbas
-    assert all(hasattr(caching, name) for name in _kernel_locator.NUMBA_LOCATORS)
+    assert _locator.NUMBA_LOCATORS == numbas
+    assert all(hasattr(caching, name) for name in _locator.NUMBA_LOCATORS)
 
 
 def test_a_locator_list_the_user_gave_is_kept_after_cbrtgrads(monkeypatch):
@@ -377,21 +377,21 @@ def test_a_locator_list_the_user_gave_is_kept_after_cbrtgrads(monkeypatch):
 
     ours = "cbrtgrad.build.locator.KernelLocator"
     monkeypatch.setattr(config, "CACHE_LOCATOR_CLASSES", "UserWideCacheLocator")
-    assert _kernel_locator.kernel_function(_digest, "float64") is not None
+    assert _locator.kernel_function(_digest, "float64") is not None
     assert config.CACHE_LOCATOR_CLASSES == f"{ours},UserWideCacheLocator"
     monkeypatch.setattr(config, "CACHE_LOCATOR_CLASSES", "")
-    assert _kernel_locator.kernel_function(_digest, "float64") is not None
-    assert config.CACHE_LOCATOR_CLASSES == ",".join([ours, *_kernel_locator.NUMBA_LOCATORS])
+    assert _locator.kernel_function(_digest, "float64") is not None
+    assert config.CACHE_LOCATOR_CLASSES == ",".join([ours, *_locator.NUMBA_LOCATORS])
 
 
 def test_a_function_others_call_by_name_is_cached_for_one_signature():
     def rare(x):
         return x
 
-    assert _kernel_locator.kernel_function(rare, "float64", copy=False) is rare
-    assert _kernel_locator.kernel_function(rare, "float64", copy=False) is rare
+    assert _locator.kernel_function(rare, "float64", copy=False) is rare
+    assert _locator.kernel_function(rare, "float64", copy=False) is rare
     with pytest.raises(ValueError, match="cached for float64 already"):
-        _kernel_locator.kernel_function(rare, "float32", copy=False)
+        _locator.kernel_function(rare, "float32", copy=False)
 
 
 #: A user's own cache=True function, compiled after cbrtgrad cached a kernel.

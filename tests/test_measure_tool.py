@@ -58,13 +58,13 @@ def test_torch_rows_name_a_bad_compile_size(sizes):
 
 def test_bare_kernels_put_the_kernels_back_after_an_error():
     pytest.importorskip("torch")
-    from cbrtgrad.torch import _cpu as _host
+    from cbrtgrad.torch import _cpu
 
-    kept = _host.cube_root, _host.cube_root_grad
+    kept = _cpu.cube_root, _cpu.cube_root_grad
     with pytest.raises(KeyError), pytorch.bare_kernels():
-        assert _host.cube_root is not kept[0] and _host.cube_root_grad is not kept[1]
+        assert _cpu.cube_root is not kept[0] and _cpu.cube_root_grad is not kept[1]
         raise KeyError("inside")
-    assert (_host.cube_root, _host.cube_root_grad) == kept
+    assert (_cpu.cube_root, _cpu.cube_root_grad) == kept
 
 
 def test_mlx_threads_rows_are_printed_and_written(tmp_path, capsys, monkeypatch):

@@ -314,7 +314,7 @@ def test_out_of_line_marks_the_kernel_and_nothing_it_calls():
     # they call, which the library's vector loops link too, must not be.
     from llvmlite import ir
 
-    from cbrtgrad.build import simd as _simd_shape
+    from cbrtgrad.build import simd as _simd
     from cbrtgrad.kernels.cpu import blocks
 
     module = ir.Module()
@@ -322,8 +322,8 @@ def test_out_of_line_marks_the_kernel_and_nothing_it_calls():
     for name in ("blocks17forward_block_f64B2v1", "formulas12cube_root_f64B2v1"):
         function = ir.Function(module, kinds, f"_ZN8cbrtgrad7kernels3cpu6{name}")
         ir.IRBuilder(function.append_basic_block()).ret_void()
-    prefix = _simd_shape._mangled_prefix(blocks.forward_block_f64.py_func)
-    _simd_shape._mark_functions(module, "noinline", prefix)
+    prefix = _simd._mangled_prefix(blocks.forward_block_f64.py_func)
+    _simd._mark_functions(module, "noinline", prefix)
     assert ["noinline" in f.attributes for f in module.functions] == [True, False]
 
 

@@ -33,8 +33,11 @@ torch = pytest.importorskip("torch")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 import cbrtgrad.torch as ct  # noqa: E402  (after the skip: needs torch)
-from cbrtgrad.torch import _arguments, _device_half  # noqa: E402
-from cbrtgrad.torch import _cpu as _host  # noqa: E402
+from cbrtgrad.torch import (  # noqa: E402
+    _arguments,
+    _cpu,  # noqa: E402
+    _device_half,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 F64 = torch.float64
@@ -175,11 +178,11 @@ def test_the_cuda_path_on_cpu_tensors_gives_the_hosts_bits(dtype, monkeypatch):
     g = x[:1].flip(1)  # broadcast
     shape = x.shape
     pairs = [
-        (_cuda.cube_root(x), _host.cube_root(x)),
-        (_cuda.cube_root_grad(g, x, shape), _host.cube_root_grad(g, x, shape)),
+        (_cuda.cube_root(x), _cpu.cube_root(x)),
+        (_cuda.cube_root_grad(g, x, shape), _cpu.cube_root_grad(g, x, shape)),
         *zip(
             _cuda.cube_root_and_grad(x, g, shape),
-            _host.cube_root_and_grad(x, g, shape),
+            _cpu.cube_root_and_grad(x, g, shape),
             strict=True,
         ),
     ]
@@ -206,7 +209,7 @@ def test_the_gradient_at_zero_is_inf_and_real_at_negative_x():
 def test_strided_cpu_tensors_reach_the_kernels_as_views(dtype):
     base = torch.linspace(-30, 30, 60).to(dtype).reshape(6, 10)
     for t in (base.t(), base[::2, 1::3], base[:1].expand(4, 10), base[2]):
-        view = _host.host_array(t)
+        view = _cpu.host_array(t)
         assert view.__array_interface__["data"][0] == t.data_ptr()
         assert view.strides == tuple(s * t.element_size() for s in t.stride())
         got = ct.cbrt(t)

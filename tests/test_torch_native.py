@@ -34,8 +34,7 @@ from ._bit_patterns import tensor_bits as _tbits
 torch = pytest.importorskip("torch")
 
 import cbrtgrad.torch as ct  # noqa: E402  (after the skip: needs torch)
-from cbrtgrad.torch import _cpu as _host  # noqa: E402
-from cbrtgrad.torch import _native  # noqa: E402
+from cbrtgrad.torch import _cpu, _native  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     _native.compiler() is None, reason="no C++ compiler here to build the PyTorch entry"
@@ -56,10 +55,10 @@ def native():
 
 @pytest.fixture
 def with_native(native):
-    kept = _host.NATIVE[0]
-    _host.NATIVE[0] = native
+    kept = _cpu.NATIVE[0]
+    _cpu.NATIVE[0] = native
     yield native
-    _host.NATIVE[0] = kept
+    _cpu.NATIVE[0] = kept
 
 
 @pytest.fixture(params=[np.float32, np.float64], ids=["float32", "float64"])
@@ -105,7 +104,7 @@ def test_the_public_functions_take_it_where_it_is_loaded(with_native, dtype, mon
     leaf = t.clone().requires_grad_(True)
     ct.cbrt(leaf).backward(g)  # the Function, whose forward and backward run the entry
     assert calls == []
-    _host.NATIVE[0] = None  # the fixture puts it back
+    _cpu.NATIVE[0] = None  # the fixture puts it back
     by_python = [ct.cbrt(t), ct.cbrt_grad(g, t), *ct.cbrt_and_grad(t, g)]
     assert calls  # the Python route
     for a, b in zip(by_entry, by_python, strict=True):
@@ -134,7 +133,7 @@ def test_use_backend_and_the_apis_size_limit_send_calls_the_python_way(with_nati
     from cbrtgrad import _config
     from cbrtgrad.backends import use_backend
 
-    counting = _host.NATIVE[0] = Counting(with_native)  # the fixture puts the entry back
+    counting = _cpu.NATIVE[0] = Counting(with_native)  # the fixture puts the entry back
     t = torch.linspace(-8, 8, 8)
     ct.cbrt(t)  # the api keeps its choice for small arrays (the size the entry is given)
     expected = ct.cbrt(t)
@@ -152,7 +151,7 @@ def test_use_backend_and_the_apis_size_limit_send_calls_the_python_way(with_nati
         monkeypatch.delenv("CBRTGRAD_PARALLEL_MIN")
         _config.settings.cache_clear()
     # Asked, and declined (each call asks again where the Python route's
-    # kernel call does, in _host: the Functions' forwards take that way).
+    # kernel call does, in _cpu: the Functions' forwards take that way).
     assert counting.calls and set(counting.calls) == {("cube_root", "NoneType")}
 
 
@@ -270,8 +269,8 @@ def test_a_fresh_process_loads_it_and_sets_its_loops_on_first_use(native):
     # The module fixture built it into this run's cache (CBRTGRAD_CACHE_DIR).
     done = _python(
         "import torch, cbrtgrad.torch as ct\n"
-        "from cbrtgrad.torch import _cpu as _host\n"
-        "n = _host.NATIVE[0]\n"
+        "from cbrtgrad.torch import _cpu\n"
+        "n = _cpu.NATIVE[0]\n"
         "print(n is not None, n.cube_root(torch.ones(2), 10))\n"
         "print(ct.cbrt(torch.tensor([8.0])).item(), ct.cbrt(torch.tensor([27.0])).item())\n"
         "print(n.cube_root(torch.tensor([-64.0]), 10).item())\n"
@@ -284,8 +283,8 @@ def test_without_a_compiler_the_build_says_so_and_the_bridge_runs(tmp_path):
     done = _python(
         "import torch, cbrtgrad.torch as ct\n"
         "from cbrtgrad import warming\n"
-        "from cbrtgrad.torch import _native, _cpu as _host\n"
-        "print(_native.entry(), _host.NATIVE[0], 'PyTorch entry' in warming.kernel_names())\n"
+        "from cbrtgrad.torch import _native, _cpu\n"
+        "print(_native.entry(), _cpu.NATIVE[0], 'PyTorch entry' in warming.kernel_names())\n"
         "print([n for n in warming.kernel_names('torch') if 'PyTorch' in n or 'buffer' in n])\n"
         "try:\n    _native.build()\n"
         "except _native.BuildError as exc:\n    print('BuildError:', exc)\n"
@@ -303,14 +302,14 @@ def test_without_a_compiler_the_build_says_so_and_the_bridge_runs(tmp_path):
 
 def test_a_process_uses_the_entry_it_warmed(native):
     # cbrtgrad.warm builds in worker processes: this one takes the entry up after.
-    kept = _host.NATIVE[0]
-    _host.NATIVE[0] = None
+    kept = _cpu.NATIVE[0]
+    _cpu.NATIVE[0] = None
     try:
         report = cbrtgrad.warm("PyTorch entry", jobs=1)
         assert [k.outcome for k in report.kernels] == ["loaded"]  # the fixture built it
-        assert _host.NATIVE[0] is native
+        assert _cpu.NATIVE[0] is native
     finally:
-        _host.NATIVE[0] = kept
+        _cpu.NATIVE[0] = kept
 
 
 def test_warm_builds_it_and_the_loops_it_calls():
@@ -375,8 +374,8 @@ def test_a_damaged_build_is_not_loaded_and_the_bridge_runs_in_python(native, dam
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
         "    import torch, cbrtgrad.torch as ct\n"
-        "    from cbrtgrad.torch import _cpu as _host\n"
-        "print(_host.NATIVE[0])\n"
+        "    from cbrtgrad.torch import _cpu\n"
+        "print(_cpu.NATIVE[0])\n"
         "print(ct.cbrt(torch.tensor([27.0, -8.0, 1e-40])).tolist())\n"
         "for w in caught:\n    print(w.category.__name__, w.message)\n",
         CBRTGRAD_CACHE_DIR=str(tmp_path / "cache"),
@@ -413,8 +412,8 @@ def test_flushing_subnormals_on_the_thread_changes_no_bit(native, route):
         "bfloat16 gradient": lambda: ct.cbrt_grad(bf, bf),
         "float16 gradient": lambda: ct.cbrt_grad(half, half),
     }
-    kept = _host.NATIVE[0]
-    _host.NATIVE[0] = native if route == "entry" else None
+    kept = _cpu.NATIVE[0]
+    _cpu.NATIVE[0] = native if route == "entry" else None
     try:
         expected = {name: call() for name, call in calls.items()}
         if not torch.set_flush_denormal(True):
@@ -424,7 +423,7 @@ def test_flushing_subnormals_on_the_thread_changes_no_bit(native, route):
         finally:
             torch.set_flush_denormal(False)
     finally:
-        _host.NATIVE[0] = kept
+        _cpu.NATIVE[0] = kept
     assert expected["gradient float32"][0].item() > 0  # a subnormal g, read as itself
     for name in calls:
         assert torch.equal(got[name], expected[name]), name

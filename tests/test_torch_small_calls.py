@@ -1,4 +1,4 @@
-"""The PyTorch bridge's short route for small float32/float64 CPU tensors (``torch/_host.py``).
+"""The PyTorch bridge's short route for small float32/float64 CPU tensors (``torch/_cpu.py``).
 
 Below the size from which the api takes the parallel backend, a call on a
 contiguous float32 or float64 CPU tensor is one call of the cpu backend's
@@ -113,9 +113,9 @@ def test_the_gradient_warns_of_nothing_and_is_ieee_at_zero(dtype):
 
 def test_the_parallel_backend_where_the_api_would_take_it(dtype, monkeypatch):
     # The Python route's (the C++ entry's own: tests/test_torch_native.py).
-    from cbrtgrad.torch import _cpu as _host
+    from cbrtgrad.torch import _cpu
 
-    monkeypatch.setattr(_host, "NATIVE", [None])  # the readers look it up there, on each call
+    monkeypatch.setattr(_cpu, "NATIVE", [None])  # the readers look it up there, on each call
     calls: list[int] = []
     forward = api_host.FORWARD[dtype]
     monkeypatch.setitem(

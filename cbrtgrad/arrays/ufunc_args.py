@@ -285,8 +285,8 @@ def ready_pair(out: Any, g: np.ndarray, dtype: np.dtype, shape: tuple[int, ...])
     before an output is written, ``y`` before ``dx``, so ``out=(a, a)``
     holds ``dx``). Only ``y`` over ``g`` would let the first call clobber
     what the second reads. NOTE: the small fused calls' route (the api's
-    and the ``cpu`` backend's); the general route's checks cost 10 us more a
-    call on 1,000 float64 (AMD Zen 4).
+    and the ``cpu`` backend's): the general route's checks would cost several
+    times the two ufunc calls (docs/performance.md).
 
     Examples
     --------

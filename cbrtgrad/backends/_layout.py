@@ -47,8 +47,8 @@ def fused_outputs(
     # NOTE: outputs in the inputs' memory order, as numpy's ufuncs make them
     # (order="K"): Fortran-ordered inputs (a transposed array) give
     # Fortran-ordered outputs, which the kernels then run over as one flat
-    # pass in memory order; C-ordered outputs made them strided passes (2 to
-    # 5 times the time of cbrt and cbrt_grad called apart, AMD Zen 4).
+    # pass in memory order; C-ordered outputs would make them strided passes,
+    # several times slower than cbrt and cbrt_grad called apart.
     fortran = x.flags.f_contiguous and g.flags.f_contiguous and not x.flags.c_contiguous
     order: Literal["C", "F"] = "F" if fortran else "C"
     if out is None:

@@ -114,8 +114,8 @@ class CpuBackend(ElementwiseOps):
             # NOTE: hot path (small calls): one block of the fused kernel is
             # its two ufuncs (fused_blocks), and numpy's machinery takes the
             # arrays as they are, any strides: the same bits without the
-            # layout work below (3 against 14 us on 1,000 float64 with out=,
-            # AMD Zen 4). (A 0-d pair stays arrays, as below: a ufunc would
+            # layout work below, which costs several times the two calls
+            # (docs/performance.md). (A 0-d pair stays arrays, as below: a ufunc would
             # return scalars.)
             y_out, dx_out = (None, None) if out is None else out
             y = self.ufunc("cube_root", x.dtype)(x, y_out)

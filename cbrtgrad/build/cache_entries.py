@@ -136,10 +136,10 @@ def attach(compiled: Any, py_func: Any) -> None:
     Examples
     --------
     >>> import numba
-    >>> from cbrtgrad.build import locator as _kernel_locator
+    >>> from cbrtgrad.build import locator as _locator
     >>> def kernel(x):
     ...     return x
-    >>> marked = _kernel_locator.kernel_function(kernel, "float64")
+    >>> marked = _locator.kernel_function(kernel, "float64")
     >>> dispatcher = numba.njit(marked or kernel)
     >>> if marked is not None:
     ...     attach(dispatcher, marked)

@@ -30,7 +30,7 @@ import warnings
 from typing import Any
 
 from .. import _config
-from . import locator as _kernel_locator
+from . import locator as _locator
 from .simd import (  # noqa: F401 (the compile policy's names, given here too)
     INTERLEAVE_BY_ISA,
     LoopShape,
@@ -55,8 +55,7 @@ SCALAR_OPTIONS: dict[str, Any] = {"inline": "always", **CPU_OPTIONS}
 #: call them (they take and return scalars only, so a call costs no reference
 #: counts, and LLVM still vectorises the loops around them). NOTE: numba's
 #: ``inline="always"`` typed each formula on its own and once more inside
-#: every caller. Measured on an AMD Zen 4, empty cache, one process each: the
-#: first float64 ``cbrt`` 4.0-4.2 s to 3.3-3.4 s, at the same speed and bits
+#: every caller, a longer first compile for the same speed and bits
 #: (docs/cache.md, "What a kernel costs to compile"). Given to
 #: ``kernels/internal_jit.numba_only`` (no Python or C entry), as are
 #: :data:`BLOCK_OPTIONS`.
@@ -72,10 +71,9 @@ FORMULA_OPTIONS: dict[str, Any] = {"inline": "never", **CPU_OPTIONS}
 #: is compiled at its ufunc's shape. What runs once per block of 1024 elements
 #: (``_kept``, the passes, the dtype dispatch) stays inlined: a call passing
 #: arrays costs reference counts (atomic operations) that numba elides only
-#: within one function, and out of line they cost the float32 gradient 7 %
-#: (measured). Measured on an AMD Zen 4, empty cache, one process each: the
-#: float64 gradient's ufunc loop 16.4 s to 9.9 s, the float64 fused parallel
-#: loop 24.3 s to 14.9 s, at the same speed (docs/cache.md).
+#: within one function, and out of line they slow the float32 gradient. Out
+#: of line the layers above cut the float64 gradient's and the fused parallel
+#: loop's first compiles by a third or more, at the same speed (docs/cache.md).
 BLOCK_OPTIONS: dict[str, Any] = {"inline": "never", **CPU_OPTIONS}
 
 
@@ -158,7 +156,7 @@ def is_cached(py_func: Any, tag: str) -> bool:
     >>> is_cached(lambda: None, "float64")
     False
     """
-    return _kernel_locator.has_entry(py_func, tag)
+    return _locator.has_entry(py_func, tag)
 
 
 def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag: str) -> Any:
@@ -195,7 +193,7 @@ def compile_cfunc(py_func: Any, signature: Any, shape: LoopShape, name: str, tag
     from numba.core import sigutils
     from numba.core.ccallback import CFunc
 
-    marked = _kernel_locator.kernel_function(py_func, tag)
+    marked = _locator.kernel_function(py_func, tag)
     options = {key: value for key, value in cpu_options().items() if key != "cache"}
     with compiling_for(shape):
         # What numba.cfunc does, with cbrtgrad's cache in place of numba's
@@ -250,7 +248,7 @@ def compile_njit(
     """
     import numba
 
-    marked = _kernel_locator.kernel_function(py_func, tag)
+    marked = _locator.kernel_function(py_func, tag)
     dispatcher = numba.njit(**{**cpu_options(), **options, "cache": False})(marked or py_func)
     _attach_cache(dispatcher, marked)
     return _compile_once(dispatcher, signature, shape, name, out_of_line=out_of_line)
@@ -278,7 +276,7 @@ def compile_dispatcher(
     args, _ = sigutils.normalize_signature(signature)
     if tuple(args) in dispatcher.overloads:
         return dispatcher  # compiled (and frozen) before: compile() would refuse
-    marked = _kernel_locator.kernel_function(dispatcher.py_func, tag, copy=False)
+    marked = _locator.kernel_function(dispatcher.py_func, tag, copy=False)
     _attach_cache(dispatcher, marked)
     return _compile_once(dispatcher, signature, shape, name, out_of_line=out_of_line)
 

@@ -44,8 +44,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from .. import _config
-from . import _callback as _host
-from . import _ffi, _gpu
+from . import _callback, _ffi, _gpu
 
 cbrt_p = Primitive("cbrtgrad_cbrt")
 cbrt_grad_p = Primitive("cbrtgrad_cbrt_grad")
@@ -76,7 +75,7 @@ cbrt_grad_p.def_abstract_eval(_grad_abstract)
 
 # -- lowering -----------------------------------------------------------------------
 
-_HOST: dict[str, Callable[..., Any]] = {"forward": _host.forward, "grad": _host.gradient}
+_HOST: dict[str, Callable[..., Any]] = {"forward": _callback.forward, "grad": _callback.gradient}
 
 
 def _for_export(ctx: Any) -> bool:
@@ -97,7 +96,7 @@ def _not_exportable(kernel: str, dtype: np.dtype, why: str) -> ValueError:
     )
 
 
-def _callback(kernel: str, cpu: bool) -> Any:
+def _callback_lowering(kernel: str, cpu: bool) -> Any:
     """The pure_callback lowering of one kernel (any platform, any dtype)."""
 
     def call(*args: Any, route: str) -> Any:
@@ -125,7 +124,7 @@ def _callback(kernel: str, cpu: bool) -> Any:
 
 def _cpu(kernel: str) -> Any:
     """The CPU lowering: the FFI handler for float32/float64, else the callback."""
-    callback = _callback(kernel, cpu=True)
+    callback = _callback_lowering(kernel, cpu=True)
 
     def lower(ctx: Any, *args: Any, route: str) -> Any:
         aval = ctx.avals_in[-1]
@@ -146,7 +145,7 @@ def _cpu(kernel: str) -> Any:
 
 
 for _primitive, _kernel in ((cbrt_p, "forward"), (cbrt_grad_p, "grad")):
-    mlir.register_lowering(_primitive, _callback(_kernel, cpu=False))
+    mlir.register_lowering(_primitive, _callback_lowering(_kernel, cpu=False))
     mlir.register_lowering(_primitive, _cpu(_kernel), platform="cpu")
 
 

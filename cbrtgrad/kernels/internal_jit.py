@@ -5,9 +5,8 @@ one that Python calls (it unboxes the arguments and boxes the result) and a
 C one (for first-class function values). The formulas and the block
 functions the kernels are built from are only ever called from other numba
 code, which calls the function itself, so both wrappers are compiled for
-nothing. Measured on an AMD EPYC Zen 4 (AVX-512), empty cache, one process
-each, four runs in turns: the first float64 ``cbrt`` 4.2-4.6 s with them,
-3.5-4.2 s without (docs/cache.md, "What a kernel costs to compile").
+nothing, and cost the first call its compile time (docs/cache.md, "What a
+kernel costs to compile").
 
 NOTE: numba calls the missing Python entry anyway if Python calls such a
 function, and the process crashes; :class:`NumbaOnlyDispatcher` refuses the

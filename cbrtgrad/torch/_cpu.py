@@ -116,8 +116,8 @@ def _small(t: torch.Tensor) -> bool:
     outside ``use_backend``), on a contiguous tensor, whose ufunc result
     numpy allocates C-contiguous (the ops' fake kernels say contiguous).
     PyTorch takes that result over (:func:`_tensor`): cheaper than a
-    result allocated by PyTorch and a second numpy view (about 1.7 against
-    2.6 µs a call on one element, AMD Zen 4), and the bits are the api's
+    result allocated by PyTorch and a second numpy view (one call fewer on
+    the one-element call), and the bits are the api's
     (the same ufunc).
     """
     return t.numel() < KEPT[1] and selected_backend() is None and t.is_contiguous()

@@ -1,7 +1,7 @@
 // cbrtgrad.torch's entry for small calls: the calls that no autograd records
 // and that PyTorch's dispatcher would only hand to the CPU kernel, run in C++.
 //
-// From Python such a call costs some 3 us on one element (AMD Zen 4): a
+// From Python such a call costs several times torch.exp's (docs/pytorch.md): a
 // numpy view of the tensor, numpy's ufunc call, torch.from_numpy of its
 // result, and a dozen tests of PyTorch's state, each a call of 50 to 100 ns.
 // Here the same tests are a few loads, the result is PyTorch's at::empty, and

@@ -5,7 +5,7 @@ tensors of one float32/float64 dtype, shape and device skip them, as they
 would leave them), then goes one of three ways (:mod:`._routes`):
 
 * a call that no autograd records on plain CPU tensors: the CPU kernel
-  (:mod:`._host`), in C++ where the entry is built (:mod:`._native`);
+  (:mod:`._cpu`), in C++ where the entry is built (:mod:`._native`);
 * an eager call on plain CPU tensors that autograd records: its op's
   ``autograd.Function`` below, by its C++ ``apply``;
 * every other call, traced or transformed (``torch.compile``,
@@ -36,8 +36,7 @@ from typing import Any
 import torch
 
 from ..engine.cube_root import CubeRootBackward
-from . import _arguments, _derivatives, _ops, _routes
-from . import _cpu as _host
+from . import _arguments, _cpu, _derivatives, _ops, _routes
 
 
 def _grad(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -45,9 +44,9 @@ def _grad(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     # torch.jit trace, which would record the test, with a TracerWarning).
     if g.dtype is y.dtype and y.dtype in _routes.KERNEL_DTYPES:
         if _routes.untracked_float(g, y):  # NOTE: hot path (a backward without create_graph)
-            return _host.cube_root_grad(g, y, y.shape if g.shape == y.shape else _grad_shape(g, y))
+            return _cpu.cube_root_grad(g, y, y.shape if g.shape == y.shape else _grad_shape(g, y))
     elif _routes.untracked(g, y):
-        return _host.cube_root_grad(g, y, _grad_shape(g, y))
+        return _cpu.cube_root_grad(g, y, _grad_shape(g, y))
     return _routes.call(CubeRootGrad, _ops.cube_root_grad, g, y)
 
 
@@ -65,7 +64,7 @@ class CubeRoot(torch.autograd.Function):
 
     @staticmethod
     def forward(x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        return _host.cube_root(x)  # NOTE: hot path (one element requiring grad)
+        return _cpu.cube_root(x)  # NOTE: hot path (one element requiring grad)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -92,8 +91,8 @@ class CubeRootGrad(torch.autograd.Function):
     @staticmethod
     def forward(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         if g.dtype is y.dtype and y.dtype in _routes.KERNEL_DTYPES and g.shape == y.shape:
-            return _host.cube_root_grad(g, y, y.shape)
-        return _host.cube_root_grad(g, y, _grad_shape(g, y))
+            return _cpu.cube_root_grad(g, y, y.shape)
+        return _cpu.cube_root_grad(g, y, _grad_shape(g, y))
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -117,8 +116,8 @@ class CubeRootAndGrad(torch.autograd.Function):
     @staticmethod
     def forward(x: torch.Tensor, g: torch.Tensor) -> Any:  # type: ignore[override]
         if x.dtype is g.dtype and x.dtype in _routes.KERNEL_DTYPES and x.shape == g.shape:
-            return _host.cube_root_and_grad(x, g, x.shape)
-        return _host.cube_root_and_grad(x, g, _fused_shape(x, g))
+            return _cpu.cube_root_and_grad(x, g, x.shape)
+        return _cpu.cube_root_and_grad(x, g, _fused_shape(x, g))
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -216,7 +215,7 @@ def cbrt(x: torch.Tensor) -> torch.Tensor:
     tensor([1., 2., 4.])
     """
     if not _scripting():  # TorchScript compiles the op's call below, as torchvision's ops
-        y = _host.entry_result("cube_root", x)  # NOTE: hot path: a small untracked call, in C++
+        y = _cpu.entry_result("cube_root", x)  # NOTE: hot path: a small untracked call, in C++
         if y is not None:
             return y  # type: ignore[no-any-return]
         if type(x) is torch.Tensor and x.dtype in _routes.KERNEL_DTYPES:
@@ -226,12 +225,12 @@ def cbrt(x: torch.Tensor) -> torch.Tensor:
                 if y is not None:
                     return y
                 if _routes.untracked_float(x):
-                    return _host.cube_root(x)
+                    return _cpu.cube_root(x)
         else:
             x = _arguments.one(x, "x", "cbrtgrad.torch.cbrt")
             x = _arguments.autocast(x, CubeRootBackward.schema)
             if _routes.untracked(x):
-                return _host.cube_root(x)
+                return _cpu.cube_root(x)
             return _routes.call(CubeRoot, _ops.cube_root, x)  # type: ignore[no-any-return]
         return _routes.call_float(CubeRoot, _ops.cube_root, x)  # type: ignore[no-any-return]
     return torch.ops.cbrtgrad.cube_root(_script_float(x))
@@ -270,7 +269,7 @@ def cbrt_grad(g: Any, y: Any) -> torch.Tensor:
     tensor([1.0000, 0.3333,    inf])
     """
     if not _scripting():  # TorchScript compiles the op's call below, as torchvision's ops
-        dx = _host.entry_result("cube_root_grad", g, y)  # NOTE: hot path: as cbrt's
+        dx = _cpu.entry_result("cube_root_grad", g, y)  # NOTE: hot path: as cbrt's
         if dx is not None:
             return dx  # type: ignore[no-any-return]
         if not _routes.one_float(g, y):
@@ -311,18 +310,18 @@ def cbrt_and_grad(x: Any, g: Any) -> tuple[torch.Tensor, torch.Tensor]:
     (tensor([ 2., -1.]), tensor([1., 1.]))
     """
     if not _scripting():  # TorchScript compiles the op's call below, as torchvision's ops
-        pair = _host.entry_result("cube_root_and_grad", x, g)  # NOTE: hot path: as cbrt's
+        pair = _cpu.entry_result("cube_root_and_grad", x, g)  # NOTE: hot path: as cbrt's
         if pair is not None:
             return pair  # type: ignore[no-any-return]
         if _routes.one_float(x, g):
             if _routes.untracked_float(x, g):
-                return _host.cube_root_and_grad(x, g, x.shape)
+                return _cpu.cube_root_and_grad(x, g, x.shape)
             return _routes.call_float(CubeRootAndGrad, _ops.cube_root_and_grad, x, g)
         x = _arguments.one(x, "x", "cbrtgrad.torch.cbrt_and_grad")
         x = _arguments.autocast(x, _ops.FUSED)
         x, g = _arguments.two(x, g, ("x", "g"), "cbrtgrad.torch.cbrt_and_grad")
         if _routes.untracked(x, g):
-            return _host.cube_root_and_grad(x, g, _fused_shape(x, g))
+            return _cpu.cube_root_and_grad(x, g, _fused_shape(x, g))
         return _routes.call(CubeRootAndGrad, _ops.cube_root_and_grad, x, g)
     x, g = _script_pair(x, g, "x", "g")
     return torch.ops.cbrtgrad.cube_root_and_grad(x, g)

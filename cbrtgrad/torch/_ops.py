@@ -6,7 +6,7 @@ Three ops, named by the graph engine's schemas (:mod:`cbrtgrad.engine.cube_root`
 * ``cbrtgrad::cube_root_grad(g, y)``: ``g / (3 y^2)`` (broadcast); saves both inputs.
 * ``cbrtgrad::cube_root_and_grad(x, g)``: both in one pass over memory.
 
-Each runs cbrtgrad's kernels on CPU tensors (:mod:`._host`) and CUDA tensors
+Each runs cbrtgrad's kernels on CPU tensors (:mod:`._cpu`) and CUDA tensors
 (:mod:`._cuda`). The fake kernels say what a call returns without running
 it (a new contiguous tensor of the broadcast shape, in the input dtype), so
 ``torch.compile`` and ``torch.export`` trace the ops, ``torch.library.opcheck``
@@ -43,8 +43,7 @@ from torch.autograd import forward_ad
 from ..engine.cube_root import CubeRootBackward, CubeRootGradBackward
 from ..engine.schema import AmpPolicy, schema_of
 from ..kernels import kernel_ops
-from . import _arguments, _cuda
-from . import _cpu as _host
+from . import _arguments, _cpu, _cuda
 
 NAMESPACE = "cbrtgrad"
 #: The fused op: the cube root's input and policy, both outputs (kernel_ops.py).
@@ -100,8 +99,8 @@ def reaches_cpu_kernel(*tensors: Tensor) -> bool:
     """Whether a call of an op on ``tensors`` now would run its CPU kernel and nothing else.
 
     The dispatcher's way to a custom op's kernel is Python (the op's
-    autograd, the disable-dynamo wrappers, the output checks): some 10 µs a
-    call with one input, 19 with two (AMD Zen 4), several times the kernel's
+    autograd, the disable-dynamo wrappers, the output checks): several
+    times the kernel's
     own call on a small tensor. The eager ``autograd.Function``s
     (:mod:`._functions`), which do the autograd themselves, call the kernel
     directly when this says nothing on that way would act: plain CPU tensors
@@ -148,7 +147,7 @@ def reaches_float_kernel(*tensors: Tensor) -> bool:
 
 def _cube_root_cpu(x: Tensor) -> Tensor:
     _arguments.op_input(x, CUBE_ROOT)
-    return _host.cube_root(x)
+    return _cpu.cube_root(x)
 
 
 def _cube_root_cuda(x: Tensor) -> Tensor:
@@ -163,7 +162,7 @@ def _cube_root_fake(x: Tensor) -> Tensor:
 
 def _cube_root_grad_cpu(g: Tensor, y: Tensor) -> Tensor:
     shape = _arguments.kernel_shape(g, y, ("g", "y"), CUBE_ROOT_GRAD)
-    return _host.cube_root_grad(g, y, shape)
+    return _cpu.cube_root_grad(g, y, shape)
 
 
 def _cube_root_grad_cuda(g: Tensor, y: Tensor) -> Tensor:
@@ -177,7 +176,7 @@ def _cube_root_grad_fake(g: Tensor, y: Tensor) -> Tensor:
 
 def _fused_cpu(x: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
     shape = _arguments.kernel_shape(x, g, ("x", "g"), CUBE_ROOT_AND_GRAD)
-    return _host.cube_root_and_grad(x, g, shape)
+    return _cpu.cube_root_and_grad(x, g, shape)
 
 
 def _fused_cuda(x: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
@@ -195,8 +194,8 @@ _KERNELS: tuple[tuple[str, Callable[..., Any], Callable[..., Any], Callable[...,
     (CUBE_ROOT_GRAD, _cube_root_grad_cpu, _cube_root_grad_cuda, _cube_root_grad_fake),
     (CUBE_ROOT_AND_GRAD, _fused_cpu, _fused_cuda, _fused_fake),
 )
-for _name, _cpu, _device, _fake in _KERNELS:
-    LIBRARY.impl(_name.split("::")[1], torch._disable_dynamo(_cpu), "CPU")
+for _name, _host_kernel, _device, _fake in _KERNELS:
+    LIBRARY.impl(_name.split("::")[1], torch._disable_dynamo(_host_kernel), "CPU")
     LIBRARY.impl(_name.split("::")[1], torch._disable_dynamo(_device), "CUDA")
     torch.library.register_fake(_name, _fake, lib=LIBRARY)
 

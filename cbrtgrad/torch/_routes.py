@@ -2,8 +2,8 @@
 
 A call that no autograd records and that the dispatcher would only hand to
 the CPU kernel (:func:`untracked`) needs no Function: it calls
-:mod:`._host` directly (``Function.apply`` and the Function's saves are
-some 4.5 µs more a call on one element, AMD Zen 4). An eager call on plain
+:mod:`._cpu` directly (``Function.apply`` and the Function's saves are
+several times the kernel's call on one element: docs/pytorch.md). An eager call on plain
 CPU tensors that autograd records applies the op's Function by its C++
 ``apply`` (:func:`call`); every other call, traced or transformed, is a
 call of the op (:mod:`._ops`), whose autograd kernel is that Function.
@@ -137,8 +137,8 @@ def cube_root_now(x: torch.Tensor) -> torch.Tensor | None:
     ``x`` is a plain tensor of float32 or float64 that reverse mode does not
     record (the caller's tests). NOTE: hot path: the one-element call. The
     tests of :func:`untracked_float` (:func:`._ops.reaches_float_kernel`)
-    and of :func:`._host.cube_root`'s short route, written out in one
-    function: three calls fewer, some 0.5 of 3.5 µs (AMD Zen 4).
+    and of :func:`._cpu.cube_root`'s short route, written out in one
+    function: three Python calls fewer on the one-element call.
     tests/test_torch_small_calls.py checks that this says None wherever
     those would send the call elsewhere.
     """

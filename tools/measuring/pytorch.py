@@ -76,9 +76,9 @@ def bare_kernels() -> Iterator[None]:
     """
     import torch
 
-    from cbrtgrad.torch import _cpu as _host
+    from cbrtgrad.torch import _cpu
 
-    kept = _host.cube_root, _host.cube_root_grad
+    kept = _cpu.cube_root, _cpu.cube_root_grad
 
     def cube_root(x: Any) -> Any:
         return torch.empty(x.shape, dtype=x.dtype)
@@ -86,11 +86,11 @@ def bare_kernels() -> Iterator[None]:
     def cube_root_grad(g: Any, y: Any, shape: Any) -> Any:
         return torch.empty(shape, dtype=y.dtype)
 
-    _host.cube_root, _host.cube_root_grad = cube_root, cube_root_grad
+    _cpu.cube_root, _cpu.cube_root_grad = cube_root, cube_root_grad
     try:
         yield
     finally:
-        _host.cube_root, _host.cube_root_grad = kept
+        _cpu.cube_root, _cpu.cube_root_grad = kept
 
 
 def _size_name(size: int) -> str:

@@ -5,8 +5,8 @@ what ``np.cbrt``'s does (both are numpy ufuncs). Each row is a ratio to an
 anchor timed in the same rounds (:func:`cbrtgrad.cli.bench.timing.best_times`):
 ``np.cbrt`` on one float64 for the one-element calls, cbrtgrad's own ufunc
 (the ``cpu`` backend's loop, called directly) on 1,000 elements for the
-argument handling left there. Issue 33 sets the goals the rows are read
-against: within 2x ``np.cbrt`` on one element, ``out=`` no slower than
+argument handling left there. The goals the rows are read against
+(docs/performance.md): within 2x ``np.cbrt`` on one element, ``out=`` no slower than
 without, 1,000 elements within 1.2x of the ufunc, the graph engine's step at
 most 20x; an explicit ``backend="cpu"`` the same route as the automatic choice.
 """

@@ -17,9 +17,9 @@ from typing import Any
 #: counts 1, 2, 5, 10, 20, ...) until one measurement lasts this long, so that
 #: the clock's resolution and the loop's overhead vanish beside it, and so
 #: does what a call pays just after another function ran (its caches and the
-#: allocator's state): measured with :func:`best_times` over ``bench --calls``'
-#: set (AMD Zen 4), the one-element ``cbrt`` read 4.7 us in 1 ms measurements
-#: and 1.7 us, its cost in a loop of its own, from 10 ms on.
+#: allocator's state): with :func:`best_times` over ``bench --calls``' set,
+#: 1 ms measurements read a one-element ``cbrt`` at several times its cost in
+#: a loop of its own, which 10 ms measurements give (docs/performance.md).
 MEASUREMENT_SECONDS = 1e-2
 
 

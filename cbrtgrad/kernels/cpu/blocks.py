@@ -30,9 +30,9 @@ from ..formulas.scalar import make_formulas
 from ..internal_jit import numba_only
 
 # NOTE: the float64 gradient's formulas stay inlined by numba, but its exact
-# path for hard lanes: out of line (inlined by LLVM), its ufunc ran 12 %
-# slower (0.94 against 1.06 ns per element on an AMD Zen 4,
-# tools/compare_kernels_with_commit.py --kernel grad); the forward's and the
+# path for hard lanes: out of line (inlined by LLVM), its ufunc ran slower
+# (docs/kernels.md, "Measured choices"; tools/compare_kernels_with_commit.py
+# --kernel grad); the forward's and the
 # float32 gradient's ran as fast, and so does the gradient with its exact
 # path out of line (its first compile 4 to 7 % shorter).
 FORMULAS = make_formulas(

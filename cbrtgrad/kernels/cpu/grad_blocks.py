@@ -183,8 +183,8 @@ def _grad_range(g, y, dx, start, stop, kept_g, kept_y):  # type: ignore[no-untyp
 #: The ``kept`` of a gradient not in place: an int64, not the literal 0.
 #: NOTE: numba compiles a function once per literal argument: called with 0
 #: here and with a count in place, _grad_f64_from was compiled twice (and
-#: the flags' audit it calls, twice again), 1.3 s more of the first float64
-#: gradient's 8 s (AMD Zen 4).
+#: the flags' audit it calls, twice again): seconds more of the first
+#: float64 gradient's compile (docs/cache.md).
 _NONE_KEPT = np.int64(0)
 
 

@@ -18,9 +18,9 @@ NOTE: the loop calls the entry through that address rather than linking
 the block function's code: numba links a callee's optimised LLVM module into
 every caller and optimises and compiles the whole again, so the loop
 recompiled the block function and its formulas, about a quarter of the first
-float64 ``cbrt``'s compile (4.1 to 3.3 s on an empty cache, AMD Zen 4, at
-the same speed). The address comes at run time, so the loop has no constant
-address in it and numba caches it as any kernel.
+float64 ``cbrt``'s compile, for no speed (docs/cache.md). The address comes
+at run time, so the loop has no constant address in it and numba caches it
+as any kernel.
 
 The loop hands contiguous operands to the entry as they are (and a broadcast
 first operand of a binary ufunc as a buffer of its value); strided ones (any
@@ -192,9 +192,8 @@ def _overload_block_operand(pointer, step, direct, buffer, start, gathered):  # 
         # A contiguous operand's own memory from ``start``, or else its
         # buffer, into which its first ``gathered`` elements are read first
         # (0 for an output, or for a broadcast value already in it). NOTE:
-        # only the strided operands are copied: a strided g with a contiguous
-        # y and out cost three copies per element before (1.84 against 0.40 ms
-        # for 10^6 float32, AMD Zen 4).
+        # only the strided operands are copied: copying every operand when one
+        # is strided would cost a contiguous y and out copies of their own.
         if direct:
             return offset_pointer(pointer, start * step)
         for i in range(gathered):
@@ -221,7 +220,7 @@ def unary_address_loop(entry: Any, args: Any, dims: Any, steps: Any, like: Any) 
 # caller. Inlined, they cost the first float64 cbrt 0.6 to 0.9 s of about 4 s
 # and the first float64 cbrt_grad 1.4 s of about 8.7, and inlining only their
 # contiguous case kept most of it; out of line, the one-element calls of the
-# ufuncs take the same time within 4 % (AMD Zen 4, docs/cache.md). So are
+# ufuncs take the same time (docs/cache.md). So are
 # _block_operand and _call_entry, which they call (0.3 s less on average
 # over six rounds, within the machine's spread; the same time per call).
 @overload(unary_address_loop, jit_options=WITHOUT_ENTRIES)

@@ -99,8 +99,8 @@ LOOP_WIDTHS = {"float32": 256, "float64": 512}
 #: iterations in flight beat two (for float32 only since its one integer kept
 #: to the end freed the registers), and on AVX-512 (32 vector registers) the
 #: float64 forward is fastest at 4 and the 256-bit float32 forward at 3, where
-#: LLVM's cost model picks 2 and 1; measured on an AMD Zen 4 only
-#: (docs/kernels.md, "Measured choices").
+#: LLVM's cost model picks 2 and 1 (docs/kernels.md, "Measured choices",
+#: with the CPU it was measured on).
 LOOP_INTERLEAVE = {
     ("forward", "float64"): {"AVX2": 3, "AVX-512": 4},
     ("forward", "float32"): {"AVX2": 3, "AVX-512": 3},
@@ -169,8 +169,8 @@ _LOOPS: dict[str, dict[str, Any]] = {
 
 #: The block entry each loop calls, by kernel and dtype: (function, C signature).
 #: NOTE: the gradients' entries are grad_f32_at and grad_f64_at compiled as C
-#: functions: a wrapper of them (one numba call more) cost the one-element
-#: float64 gradient 10 ns more (AMD Zen 4).
+#: functions: a wrapper of them would add a numba call to every call,
+#: one-element calls included.
 ENTRIES: dict[str, dict[str, tuple[Any, Any]]] = {
     "forward": {
         "float32": (forward_f32_at, types.void(_POINTER, _POINTER, _COUNT)),
