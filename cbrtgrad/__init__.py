@@ -11,7 +11,7 @@ Examples
 (array([-2.,  3.]), array([0.08333333, 0.03703704]))
 """
 
-from . import backends
+from . import backends, ufunc
 from ._version import __version__
 from .api import cbrt, cbrt_and_grad, cbrt_grad
 from .build.cache import KernelCacheWarning
@@ -51,6 +51,7 @@ __all__ = [
     "gradcheck",
     "gradgradcheck",
     "no_grad",
+    "ufunc",
     "value_and_grad",
     "warm",
 ]

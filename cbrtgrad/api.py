@@ -6,7 +6,10 @@ of each function). Any other call (1) hands over to an argument that
 overrides cbrtgrad functions (``__cbrtgrad_function__``, as graph-engine
 tensors do; ``cbrt(x)`` without keywords first looks ``cbrt`` up in the
 type's ``__cbrtgrad_functions__`` table, when it has one, and calls what it
-finds with ``x``), (2) writes a half-precision ``out=`` rounded once in it, (3)
+finds with ``x``); hands an argument that computes numpy ufuncs itself
+(``__array_ufunc__``, numpy's protocol: xarray, pint, pandas) the op's ufunc,
+``cbrtgrad.ufunc.cbrt``, as numpy hands it ``np.cbrt``, (2) writes a
+half-precision ``out=`` rounded once in it, (3)
 decides the compute dtype (:func:`cbrtgrad.arrays.dtypes.compute_dtype_of`) and
 checks ``where=``, (4) picks a backend from the registry and (5) on the
 ``cpu`` backend hands the call to numpy's ufunc machinery
@@ -29,6 +32,7 @@ from .arrays.dtypes import (  # NOTE: looked up directly on the hot path (_dtype
     _NATIVE,
     as_compute,
 )
+from .arrays.kinds import computes_ufuncs
 from .arrays.subclasses import has_subclass
 from .arrays.ufunc_args import (
     check_fused_out,
@@ -108,6 +112,62 @@ def _subclass_result(op: KernelOp, func: Any, args: tuple[Any, ...], kwargs: dic
     return _subclasses.wrap(sub, result, args, 0)
 
 
+def _container(values: tuple[Any, ...], out: Any) -> Any:
+    """The first of ``values`` and ``out`` that computes numpy ufuncs itself (NEP 13), or None."""
+    outs = out if isinstance(out, tuple) else (out,)
+    for v in (*values, *outs):
+        if type(v) is not np.ndarray and computes_ufuncs(v):
+            return v
+    return None
+
+
+def _handed_over(
+    op: KernelOp,
+    container: Any,
+    inputs: tuple[Any, ...],
+    out: Any,
+    where: Any,
+    dtype: Any,
+    backend: Any,
+) -> Any:
+    """numpy's protocol (NEP 13): the call as ``op``'s public ufunc, which ``container`` computes.
+
+    As numpy does for ``np.cbrt``: the ufunc is called with the arguments,
+    numpy hands it to the container's ``__array_ufunc__``, and the container
+    computes with it on its data (cbrtgrad's kernels) and gives its own type
+    back (coordinates, units, index). The compute dtype is the one rule's,
+    given as ``dtype=`` where the inputs' dtypes differ from it (integers,
+    half precision) and a container holds numpy dtypes; else numpy's loop
+    selection among the float32 and float64 loops decides.
+    """
+    name = type(container).__name__
+    if where is not True:
+        raise TypeError(
+            f"cbrtgrad: {op.function} takes no where= with a {name}, which computes numpy "
+            "ufuncs itself (__array_ufunc__) and is given cbrtgrad's ufunc, which has no "
+            "where= (numba-built); select with the container's own tools, or call "
+            f"cbrtgrad.{op.function} on its numpy data"
+        )
+    if backend is not None and backend != _CPU:
+        raise ValueError(
+            f"cbrtgrad: backend={backend!r} cannot run a {name}, which computes numpy ufuncs "
+            "itself (__array_ufunc__) and is given cbrtgrad's single-thread cpu ufunc; to "
+            f"choose a backend, call cbrtgrad.{op.function} on its numpy data (or give the "
+            "function to the container's apply, such as xarray.apply_ufunc)"
+        )
+    kwargs: dict[str, Any] = {} if out is None else {"out": out}
+    dtypes = []
+    for v in inputs:
+        dt = getattr(v, "dtype", None) if computes_ufuncs(v) else _dtypes.dtype_of(v)
+        if isinstance(dt, np.dtype):
+            dtypes.append(dt)
+    if dtype is not None or len(dtypes) == len(inputs):
+        compute = _dtypes.compute_dtype_of(*inputs, argument=op.argument, dtype=dtype)
+        if dtype is not None or any(dt != compute for dt in dtypes):
+            kwargs["dtype"] = compute
+    return CPU.public_ufunc(op.name)(*inputs, **kwargs)
+
+
 def _not_plain(out: Any) -> bool:
     return out is not None and type(out) is not np.ndarray
 
@@ -126,8 +186,14 @@ def _elementwise(
     A half-precision ``out`` rounded once in it; the compute dtype (the one
     rule), the backend, then numpy's ufunc machinery on a backend with ufuncs,
     or the backend's method of the op with ``out`` checked and the inputs
-    unaliased from it; an ndarray subclass as :func:`_subclass_result` says.
+    unaliased from it; an ndarray subclass as :func:`_subclass_result` says;
+    a container that computes numpy ufuncs itself given the op's ufunc
+    (:func:`_handed_over`).
     """
+    if not (out is None and all(type(a) is np.ndarray for a in inputs)):
+        container = _container(inputs, out)
+        if container is not None:
+            return _handed_over(op, container, inputs, out, where, dtype, backend)
     if out is not None and (type(out) is not np.ndarray or out.dtype.itemsize == 2):
         target = half_target(out, *inputs)
         if target is not None:
@@ -372,6 +438,12 @@ def cbrt_and_grad(x: Any, g: Any, /, out: Any = None, *, backend: Any = None) ->
         overridden = _override(cbrt_and_grad, (x, g), {"out": out, "backend": backend})
         if overridden is not _NO_OVERRIDE:
             return overridden  # type: ignore[no-any-return]
+    if not plain and _container((x, g), out) is not None:
+        # A container that computes numpy ufuncs itself: the two ufuncs in
+        # turn (the same bits as the fused kernel's), each handed to it.
+        y_out, dx_out = (None, None) if out is None else out
+        y = cbrt(x, y_out, backend=backend)
+        return y, cbrt_grad(g, y, dx_out, backend=backend)
     if (not plain or out is not None) and has_subclass(x, g, out):
         kwargs = {"out": out, "backend": backend}
         result = _subclass_result(CUBE_ROOT_AND_GRAD, cbrt_and_grad, (x, g), kwargs)

@@ -134,7 +134,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kernels",),
     ("arrays",),
     ("backends",),
-    ("api",),
+    ("api", "ufunc"),
     ("engine",),
     ("numba", "torch", "jax", "mlx"),
     ("verification",),

@@ -77,6 +77,36 @@ def is_device_array(x: Any) -> bool:
     return cls.__name__ == "FakeCUDAArray" and module.startswith("numba.cuda.simulator")
 
 
+def computes_ufuncs(x: Any) -> bool:
+    """Whether ``x`` is a container that computes numpy ufuncs itself (NEP 13), for the api.
+
+    A value whose type defines ``__array_ufunc__`` and is not an ndarray
+    (xarray, pint, pandas, a user's container): numpy hands it the ufunc of
+    a call and lets it compute, keeping its type, coordinates and units, and
+    the api hands it cbrtgrad's ufunc the same way. ``__array_ufunc__ =
+    None`` counts too: numpy's refusal is then the answer. Not such a
+    container: ndarrays and their subclasses (numpy's ufunc call already
+    consults a subclass), dask and device arrays (CuPy's, which defines the
+    protocol, included), which keep their own backends, and a type with
+    cbrtgrad's own hook, ``__cbrtgrad_function__`` (the engine's Tensor).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> class Box:
+    ...     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+    ...         return NotImplemented
+    >>> computes_ufuncs(Box()), computes_ufuncs(np.ones(2)), computes_ufuncs([1.0])
+    (True, False, False)
+    """
+    cls = type(x)
+    if cls is np.ndarray or not hasattr(cls, "__array_ufunc__"):
+        return False
+    if isinstance(x, np.ndarray) or hasattr(cls, "__cbrtgrad_function__"):
+        return False
+    return not (is_dask_array(x) or is_device_array(x))
+
+
 TORCH_DTYPES: dict[Any, np.dtype] = {}
 NUMPY_TO_TORCH: dict[np.dtype, Any] = {}
 

@@ -11,7 +11,14 @@ from ..arrays.dtypes import _NATIVE
 from ..arrays.kinds import is_device_array
 from ..arrays.ufunc_args import check_out, fused_overlap, ready_pair
 from ..kernels import SERIAL_BLOCK
-from ..kernels.kernel_ops import CUBE_ROOT, CUBE_ROOT_GRAD, ELEMENTARY, KernelOp, elementary_op
+from ..kernels.kernel_ops import (
+    CUBE_ROOT,
+    CUBE_ROOT_GRAD,
+    DTYPES,
+    ELEMENTARY,
+    KernelOp,
+    elementary_op,
+)
 from ._layout import call_ufunc, fused_outputs, into_other_dtype, written_back
 from ._protocol import Availability, ElementwiseOps
 
@@ -22,6 +29,20 @@ def _kernels() -> Any:
     from ..kernels.cpu import catalog as cpu
 
     return cpu
+
+
+def _build_public_ufunc(op: KernelOp) -> np.ufunc:
+    # Made here from the kernel module's inner loops (compiled or loaded once
+    # per process, shared with the one-dtype ufuncs), so that the kernel
+    # modules, which are the kernel cache's key, stay as they are.
+    from ..kernels.cpu import lazy, ufunc_loops, ufuncs
+
+    def build() -> np.ufunc:
+        loops = {np.dtype(dt): ufuncs._inner_loop(op.name, dt) for dt in DTYPES}
+        doc = f"{op.summary} Correctly rounded; see cbrtgrad.ufunc."
+        return ufunc_loops.ufunc_from_loops(op.function, doc, op.arity, loops)
+
+    return lazy.once(f"public.{op.name}", build)  # type: ignore[no-any-return]
 
 
 class CpuBackend(ElementwiseOps):
@@ -37,6 +58,8 @@ class CpuBackend(ElementwiseOps):
         #: dtype up here instead of calling into the kernel module each time.
         self.forward = self.kept[CUBE_ROOT.name]
         self.gradient = self.kept[CUBE_ROOT_GRAD.name]
+        #: ``{op name: ufunc}``: :meth:`public_ufunc`'s, built on first use.
+        self.public: dict[str, np.ufunc] = {}
 
     def ufunc(self, kernel: str, dtype: np.dtype) -> np.ufunc:
         """The numpy ufunc of ``kernel`` (``cube_root``, ``cube_root_grad``) for ``dtype``.
@@ -57,6 +80,29 @@ class CpuBackend(ElementwiseOps):
         found = kept.get(dtype)
         if found is None:
             found = kept[dtype] = _kernels().ufunc(kernel, dtype)
+        return found
+
+    def public_ufunc(self, kernel: str) -> np.ufunc:
+        """The public ufunc of ``kernel``: named after its function, with a loop per dtype.
+
+        ``cbrtgrad.ufunc.cbrt`` and ``cbrtgrad.ufunc.cbrt_grad``, and what the
+        api hands a container that takes numpy ufuncs (``__array_ufunc__``).
+        One ufunc with the float32 and the float64 loops (``f->f``, ``d->d``;
+        ``ff->f``, ``dd->d``), the same inner loops as :meth:`ufunc`'s, so that
+        numpy's own loop selection and casts take any dtype a container holds;
+        named ``cbrt`` and ``cbrt_grad`` because libraries that take ufuncs by
+        name (pint) know ``np.cbrt``'s name and not the kernel's.
+
+        Examples
+        --------
+        >>> f = CpuBackend().public_ufunc("cube_root")
+        >>> f.__name__, f.types, f(np.array([-8.0], np.float32))
+        ('cbrt', ['f->f', 'd->d'], array([-2.], dtype=float32))
+        """
+        op = elementary_op(kernel)
+        found = self.public.get(op.name)
+        if found is None:
+            found = self.public.setdefault(op.name, _build_public_ufunc(op))
         return found
 
     def availability(self) -> Availability:
